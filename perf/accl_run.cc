@@ -1,0 +1,153 @@
+// accl-run: starts N local copies of a command as one job without MPI. Each child gets
+// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NCCL_COMM_ID (a free 127.0.0.1 port, unless
+// already set) and ACCL_PERF_OOB_ADDR (another free port, for the perf harness' results).
+// Children share our stdout/stderr. If one fails the others are stopped; the exit code is the
+// worst child's (a signal counts as 128 + signal).
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+volatile sig_atomic_t forwardedSignal = 0;
+
+void onSignal(int sig) { forwardedSignal = sig; }
+
+// Asks the kernel for an unused port. The port is free again when we return; the child binds
+// it moments later, which is the usual launcher trade-off.
+int freePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  int port = -1;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  if (fd >= 0) ::close(fd);
+  return port;
+}
+
+int usage() {
+  std::fprintf(stderr, "usage: accl-run -np N [--] command [args...]\n");
+  return 2;
+}
+
+int exitCodeOf(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+void stopAll(const std::vector<pid_t>& children, const std::vector<bool>& running) {
+  for (size_t i = 0; i < children.size(); ++i)
+    if (running[i]) ::kill(children[i], SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool any = false;
+    for (size_t i = 0; i < children.size(); ++i)
+      if (running[i] && ::waitpid(children[i], nullptr, WNOHANG) == 0) any = true;
+    if (!any) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (size_t i = 0; i < children.size(); ++i)
+    if (running[i]) ::kill(children[i], SIGKILL);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int np = 0;
+  int arg = 1;
+  while (arg < argc && argv[arg][0] == '-') {
+    const std::string a = argv[arg];
+    if ((a == "-np" || a == "-n") && arg + 1 < argc) {
+      np = std::atoi(argv[arg + 1]);
+      arg += 2;
+    } else if (a == "--") {
+      ++arg;
+      break;
+    } else if (a == "-h" || a == "--help") {
+      usage();
+      return 0;
+    } else {
+      return usage();
+    }
+  }
+  if (np < 1 || arg >= argc) return usage();
+
+  const std::string commId =
+      std::getenv("NCCL_COMM_ID") ? std::getenv("NCCL_COMM_ID") : "127.0.0.1:" + std::to_string(freePort());
+  const std::string oobAddr = "127.0.0.1:" + std::to_string(freePort());
+
+  struct sigaction sa {};
+  sa.sa_handler = onSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  std::vector<pid_t> children;
+  std::vector<bool> running;
+  for (int rank = 0; rank < np; ++rank) {
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      std::perror("accl-run: fork");
+      stopAll(children, running);
+      return 1;
+    }
+    if (pid == 0) {
+      setenv("RANK", std::to_string(rank).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(np).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(np).c_str(), 1);
+      setenv("NCCL_COMM_ID", commId.c_str(), 1);
+      setenv("ACCL_PERF_OOB_ADDR", oobAddr.c_str(), 1);
+      execvp(argv[arg], argv + arg);
+      std::fprintf(stderr, "accl-run: cannot run %s: %s\n", argv[arg], std::strerror(errno));
+      _exit(127);
+    }
+    children.push_back(pid);
+    running.push_back(true);
+  }
+
+  int worst = 0;
+  size_t alive = children.size();
+  while (alive > 0) {
+    if (forwardedSignal) {
+      for (size_t i = 0; i < children.size(); ++i)
+        if (running[i]) ::kill(children[i], forwardedSignal);
+      forwardedSignal = 0;
+    }
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    const auto it = std::find(children.begin(), children.end(), pid);
+    if (it == children.end()) continue;
+    running[it - children.begin()] = false;
+    --alive;
+    const int code = exitCodeOf(status);
+    worst = std::max(worst, code);
+    if (code != 0 && alive > 0) {
+      std::fprintf(stderr, "accl-run: rank %d exited with %d; stopping the others\n",
+                   static_cast<int>(it - children.begin()), code);
+      stopAll(children, running);
+      break;
+    }
+  }
+  return worst;
+}

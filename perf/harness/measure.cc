@@ -1,0 +1,347 @@
+// One thread's part of the run: it owns nGpus ranks (streams, buffers) and walks the same
+// type -> op -> root -> size loops as every other thread, so exchanges line up.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "accl.h"
+#include "host_resources.h"
+#include "job.h"
+#include "sweep.h"
+#include "table_format.h"
+
+namespace accl::perf {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct RankContext {
+  int rank = 0;
+  ncclComm_t comm = nullptr;
+  HostStream stream;
+  DeviceBuffer send;
+  DeviceBuffer recv;
+  std::vector<void*> registrations;
+  ncclRedOp_t op = ncclSum;
+  bool ownsOp = false;
+};
+
+// What every rank reports after a measurement.
+struct RankOutcome {
+  double timeUs;
+  double wrong;
+};
+
+struct Case {
+  ncclDataType_t type;
+  ReduceOp op;
+  int root;
+  size_t bytes;
+};
+
+class ThreadRun {
+ public:
+  ThreadRun(Job& job, int thread) : job_(job), thread_(thread), o_(job.options) {}
+
+  void run() {
+    setUp();
+    const Collective& c = job_.collective;
+    const std::vector<ReduceOp> ops = c.loopsOverOps() ? o_.ops : std::vector<ReduceOp>{ReduceOp::kSum};
+    std::vector<int> roots = {-1};
+    if (c.hasRoot()) {
+      roots.clear();
+      if (o_.root == -1)
+        for (int r = 0; r < job_.nranks; ++r) roots.push_back(r);
+      else
+        roots.push_back(o_.root);
+    }
+    const std::vector<size_t> sizes = sweepSizes(o_.minBytes, o_.maxBytes, o_.stepBytes, o_.stepFactor);
+    for (int cycle = 0; o_.runCycles == 0 || cycle < o_.runCycles; ++cycle) {
+      for (ncclDataType_t type : o_.types)
+        for (ReduceOp op : ops)
+          for (int root : roots) {
+            createOps(type, op);
+            warmUp(type, root);
+            for (size_t bytes : sizes) measureRow({type, op, root, bytes});
+            destroyOps();
+          }
+    }
+    tearDown();
+  }
+
+ private:
+  void setUp() {
+    if (o_.parallelInit) initComms(job_, thread_ * o_.nGpus, o_.nGpus);
+    job_.threadBarrier.arrive_and_wait();
+    ranks_.resize(static_cast<size_t>(o_.nGpus));
+    const size_t allocBytes = bufferBytes();
+    for (int g = 0; g < o_.nGpus; ++g) {
+      RankContext& r = ranks_[g];
+      r.rank = job_.globalRank(thread_, g);
+      r.comm = job_.comms[thread_ * o_.nGpus + g];
+      if (!o_.streamNull) PERF_NCCL_CHECK(job_, HostStream::create(&r.stream));
+      PERF_NCCL_CHECK(job_, DeviceBuffer::allocate(allocBytes, &r.send));
+      PERF_NCCL_CHECK(job_, DeviceBuffer::allocate(allocBytes, &r.recv));
+      if (o_.localRegister) {
+        for (const DeviceBuffer* b : {&r.send, &r.recv}) {
+          void* handle = nullptr;
+          PERF_NCCL_CHECK(job_, ncclCommRegister(r.comm, b->data(), b->bytes(), &handle));
+          r.registrations.push_back(handle);
+        }
+      }
+    }
+  }
+
+  void tearDown() {
+    for (RankContext& r : ranks_)
+      for (void* h : r.registrations) PERF_NCCL_CHECK(job_, ncclCommDeregister(r.comm, h));
+    ranks_.clear();
+  }
+
+  // Big enough for the largest row of every type, including the in-place layout and -u.
+  size_t bufferBytes() const {
+    size_t most = 0;
+    for (ncclDataType_t type : o_.types)
+      for (int g = 0; g < o_.nGpus; ++g) most = std::max(most, extentBytes(type, o_.maxBytes, job_.globalRank(thread_, g)));
+    return most + static_cast<size_t>(o_.unalign) * 8 + 64;
+  }
+
+  size_t extentBytes(ncclDataType_t type, size_t bytes, int rank) const {
+    const size_t e = typeSize(type);
+    const Layout l = job_.collective.layout(bytes, e, job_.nranks, rank);
+    return std::max({l.sendElems, l.recvElems, l.inPlaceSendOffset + l.sendElems, l.inPlaceRecvOffset + l.recvElems}) * e;
+  }
+
+  void createOps(ncclDataType_t type, ReduceOp op) {
+    for (RankContext& r : ranks_) {
+      r.ownsOp = op == ReduceOp::kMulSum && job_.collective.loopsOverOps();
+      if (!r.ownsOp) {
+        r.op = builtinOp(op);
+        continue;
+      }
+      unsigned char scalar[8] = {};
+      encodeValue(type, DataPattern::mulSumScalar(r.rank), scalar);
+      PERF_NCCL_CHECK(job_, ncclRedOpCreatePreMulSum(&r.op, scalar, type, ncclScalarHostImmediate, r.comm));
+    }
+  }
+
+  void destroyOps() {
+    for (RankContext& r : ranks_)
+      if (r.ownsOp) PERF_NCCL_CHECK(job_, ncclRedOpDestroy(r.op, r.comm));
+  }
+
+  // Pointers of one call: the send and result regions, `shift` bytes into the buffers.
+  struct Regions {
+    char* send;
+    char* result;
+  };
+  Regions regions(const RankContext& r, const Layout& l, size_t elemSize, bool inPlace, size_t shift) const {
+    const size_t skew = static_cast<size_t>(o_.unalign) * elemSize;
+    char* recvBase = r.recv.data() + skew + shift;
+    if (!inPlace) return {r.send.data() + skew + shift, recvBase};
+    return {recvBase + l.inPlaceSendOffset * elemSize, recvBase + l.inPlaceRecvOffset * elemSize};
+  }
+
+  void issue(const Case& k, bool inPlace, size_t iteration) {
+    const Collective& c = job_.collective;
+    const size_t e = typeSize(k.type);
+    for (int phase = 0; phase < c.phases(job_.nranks); ++phase) {
+      if (o_.nGpus > 1) PERF_NCCL_CHECK(job_, ncclGroupStart());
+      for (RankContext& r : ranks_) {
+        const Layout l = c.layout(k.bytes, e, job_.nranks, r.rank);
+        const size_t extent = extentBytes(k.type, k.bytes, r.rank);
+        const size_t steps = extent ? std::max<size_t>(1, (r.recv.bytes() - 64 - o_.unalign * 8) / extent) : 1;
+        const Regions at = regions(r, l, e, inPlace, extent * (iteration % steps));
+        const CallArgs args{at.send, at.result, l.count, k.type, r.op, k.root, r.rank, job_.nranks, r.comm,
+                            r.stream.get()};
+        PERF_NCCL_CHECK(job_, c.call(args, phase));
+      }
+      if (o_.nGpus > 1) PERF_NCCL_CHECK(job_, ncclGroupEnd());
+    }
+  }
+
+  void waitAll() {
+    const auto start = Clock::now();
+    for (RankContext& r : ranks_) {
+      if (!r.stream.get()) continue;
+      if (o_.timeoutSec <= 0) {
+        PERF_NCCL_CHECK(job_, ncclHostStreamSynchronize(r.stream.get()));
+        continue;
+      }
+      for (;;) {
+        const ncclResult_t state = ncclHostStreamQuery(r.stream.get());
+        if (state == ncclSuccess) break;
+        if (state != ncclInProgress) job_.failNccl(state, "ncclHostStreamQuery", __FILE__, __LINE__);
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(r.comm, &async);
+        if (async != ncclSuccess && async != ncclInProgress) job_.failNccl(async, "ncclCommGetAsyncError", __FILE__, __LINE__);
+        if (Clock::now() - start > std::chrono::seconds(o_.timeoutSec)) {
+          for (RankContext& a : ranks_) ncclCommAbort(a.comm);
+          job_.fail(4, "Test timeout (" + std::to_string(o_.timeoutSec) + "s) waiting for completion", __FILE__,
+                    __LINE__);
+        }
+        std::this_thread::yield();
+      }
+    }
+  }
+
+  void warmUp(ncclDataType_t type, int root) {
+    for (size_t bytes : warmupSizes(o_.minBytes, o_.maxBytes)) {
+      for (int i = 0; i < o_.warmupIters; ++i) issue({type, ReduceOp::kSum, root, bytes}, false, 0);
+      waitAll();
+    }
+    job_.barrier(thread_);
+  }
+
+  void fillInputs(const Case& k, bool inPlace, uint64_t seed) {
+    const Collective& c = job_.collective;
+    const size_t e = typeSize(k.type);
+    const DataPattern pattern(k.type, k.op, c.reduces(), job_.nranks, seed);
+    for (RankContext& r : ranks_) {
+      const Layout l = c.layout(k.bytes, e, job_.nranks, r.rank);
+      const Regions at = regions(r, l, e, inPlace, 0);
+      fillInput(pattern, r.rank, 0, l.sendElems, at.send);
+      if (!inPlace) fillInput(DataPattern(k.type, k.op, false, 1, seed ^ 0x5eed), r.rank, 0, l.recvElems, at.result);
+    }
+  }
+
+  // Mismatching elements of each local rank (0 where the rank holds no result).
+  std::vector<double> verify(const Case& k, bool inPlace, uint64_t seed) {
+    const Collective& c = job_.collective;
+    const size_t e = typeSize(k.type);
+    const DataPattern pattern(k.type, k.op, c.reduces(), job_.nranks, seed);
+    const bool averaging = c.reduces() && k.op == ReduceOp::kAvg;
+    std::vector<double> wrong;
+    for (RankContext& r : ranks_) {
+      double bad = 0;
+      const Layout l = c.layout(k.bytes, e, job_.nranks, r.rank);
+      if (c.checksRank(r.rank, k.root)) {
+        const Regions at = regions(r, l, e, inPlace, 0);
+        if (job_.corruptResults && l.recvElems > 0) at.result[e - 1] ^= 0x40;
+        unsigned char want[8];
+        for (size_t i = 0; i < l.recvElems; ++i) {
+          encodeValue(k.type, c.expected(pattern, l, r.rank, job_.nranks, k.root, i), want);
+          const uint64_t distance = ulpDistance(k.type, want, at.result + i * e);
+          if (distance > (averaging ? 2u : 0u)) ++bad;
+        }
+      }
+      wrong.push_back(bad);
+    }
+    return wrong;
+  }
+
+  PlacementResult measure(const Case& k, bool inPlace) {
+    const bool checking = o_.check > 0;
+    if (checking) fillInputs(k, inPlace, ++seed_);
+    issue(k, inPlace, 0);
+    waitAll();
+    job_.barrier(thread_);
+
+    const auto start = Clock::now();
+    Clock::duration excluded{};
+    for (int it = 0; it < o_.iters; ++it) {
+      if (o_.aggIters > 1) PERF_NCCL_CHECK(job_, ncclGroupStart());
+      for (int a = 0; a < o_.aggIters; ++a) issue(k, inPlace, static_cast<size_t>(it));
+      if (o_.aggIters > 1) PERF_NCCL_CHECK(job_, ncclGroupEnd());
+      if (o_.blocking) {
+        waitAll();
+        if (o_.blocking == 1) job_.barrier(thread_);
+        if (o_.blocking == 3) {
+          const auto barrierStart = Clock::now();
+          job_.barrier(thread_);
+          excluded += Clock::now() - barrierStart;
+        }
+      }
+    }
+    const auto issued = Clock::now();
+    waitAll();
+    const auto done = Clock::now();
+    const auto elapsed = (o_.reportCpuTime ? issued - start : done - start) - excluded;
+    const double ops = static_cast<double>(o_.iters) * o_.aggIters;
+    const double timeUs = ops > 0 ? std::chrono::duration<double, std::micro>(elapsed).count() / ops : 0;
+
+    std::vector<double> wrong(ranks_.size(), 0);
+    for (int run = 0; run < o_.check; ++run) {
+      fillInputs(k, inPlace, ++seed_);
+      issue(k, inPlace, 0);
+      waitAll();
+      wrong = verify(k, inPlace, seed_);
+    }
+
+    std::vector<RankOutcome> mine;
+    for (size_t i = 0; i < ranks_.size(); ++i) mine.push_back({timeUs, wrong[i]});
+    const std::vector<RankOutcome> all = job_.gatherAll<RankOutcome>(thread_, mine);
+    return combine(k, all, checking);
+  }
+
+  PlacementResult combine(const Case& k, const std::vector<RankOutcome>& all, bool checking) {
+    PlacementResult p;
+    double sum = 0, lo = all[0].timeUs, hi = all[0].timeUs, wrongTotal = 0;
+    int ranksWrong = 0;
+    for (const RankOutcome& r : all) {
+      sum += r.timeUs;
+      lo = std::min(lo, r.timeUs);
+      hi = std::max(hi, r.timeUs);
+      wrongTotal += r.wrong;
+      ranksWrong += r.wrong > 0;
+    }
+    switch (o_.average) {
+      case 0: p.timeUs = all[0].timeUs; break;
+      case 2: p.timeUs = lo; break;
+      case 3: p.timeUs = hi; break;
+      default: p.timeUs = sum / all.size(); break;
+    }
+    const Layout l = job_.collective.layout(k.bytes, typeSize(k.type), job_.nranks, 0);
+    p.algBw = p.timeUs > 0 ? static_cast<double>(l.algBytes) / 1e3 / p.timeUs : 0;
+    p.busBw = p.algBw * job_.collective.busBwFactor(job_.nranks);
+    p.wrong = checking ? wrongTotal : -1;
+    if (thread_ == 0) {
+      if (ranksWrong) job_.anyWrong = true;
+      job_.outOfBounds += ranksWrong;
+      job_.busBwSum += p.busBw;
+      ++job_.busBwCount;
+    }
+    return p;
+  }
+
+  void measureRow(const Case& k) {
+    const Collective& c = job_.collective;
+    const Layout l = c.layout(k.bytes, typeSize(k.type), job_.nranks, 0);
+    RowResult row;
+    row.bytes = l.sizeBytes;
+    row.count = l.count;
+    row.type = std::string(typeName(k.type));
+    row.op = c.redopColumn() == RedopColumn::kOpName ? std::string(opName(k.op))
+             : c.redopColumn() == RedopColumn::kNone ? "none"
+                                                      : "";
+    row.root = k.root;
+    const bool printing = job_.printer && thread_ == 0;
+    if (printing) std::fputs(rowPreamble(row.bytes, row.count, row.type, row.op, row.root).c_str(), stdout);
+    row.outOfPlace = measure(k, false);
+    if (printing) {
+      std::fputs(rowBody(row.outOfPlace.timeUs, row.outOfPlace.algBw, row.outOfPlace.busBw, row.outOfPlace.wrong).c_str(), stdout);
+      std::fflush(stdout);
+    }
+    row.inPlace = measure(k, true);
+    if (printing) {
+      std::fputs(rowBody(row.inPlace.timeUs, row.inPlace.algBw, row.inPlace.busBw, row.inPlace.wrong).c_str(), stdout);
+      if (o_.reportTimestamps) std::fputs(timestampColumn().c_str(), stdout);
+      std::fputs("\n", stdout);
+      std::fflush(stdout);
+      if (job_.json) job_.json->addRow(row);
+    }
+  }
+
+  Job& job_;
+  int thread_;
+  const Options& o_;
+  std::vector<RankContext> ranks_;
+  uint64_t seed_ = 0;
+};
+
+}  // namespace
+
+void runThread(Job& job, int thread) { ThreadRun(job, thread).run(); }
+
+}  // namespace accl::perf

@@ -1,0 +1,138 @@
+// Start-up and shut-down of a perf run: options, world, unique id, communicators, threads,
+// preamble and footer. The measuring itself is in measure.cc.
+#include "runner.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "accl.h"
+#include "job.h"
+#include "table_format.h"
+
+namespace accl::perf {
+namespace {
+
+// What each process tells process 0 about its ranks, for the "Using devices" lines.
+struct RankDescription {
+  int rank;
+  int pid;
+  int device;
+  char host[48];
+};
+
+int firstDevice(const Job& job) {
+  if (const char* base = std::getenv("NCCL_TESTS_DEVICE"); base && *base) return std::atoi(base);
+  return job.world.localRank() * job.localRanks;
+}
+
+void describeDevices(Job& job) {
+  std::vector<RankDescription> mine(static_cast<size_t>(job.localRanks));
+  for (int i = 0; i < job.localRanks; ++i) {
+    RankDescription& d = mine[i];
+    d = {};
+    d.rank = job.world.rank() * job.localRanks + i;
+    d.pid = static_cast<int>(getpid());
+    d.device = firstDevice(job) + i;
+    std::snprintf(d.host, sizeof d.host, "%s", job.hostname.c_str());
+  }
+  const auto bytes = std::as_bytes(std::span<const RankDescription>(mine));
+  const std::vector<std::byte> all = job.world.allgather(bytes);
+  if (!job.printer) return;
+  const std::string deviceName = "ACCL host device";
+  for (size_t off = 0; off + sizeof(RankDescription) <= all.size(); off += sizeof(RankDescription)) {
+    RankDescription d;
+    std::memcpy(&d, all.data() + off, sizeof d);
+    std::fputs(deviceLine(d.rank, 0, d.pid, d.host, d.device, deviceName).c_str(), stdout);
+    if (job.json) job.json->addDevice({d.rank, 0, d.pid, d.host, d.device, deviceName});
+  }
+}
+
+void shareUniqueId(Job& job) {
+  ncclUniqueId id{};
+  if (job.world.rank() == 0) PERF_NCCL_CHECK(job, ncclGetUniqueId(&id));
+  const auto bytes = std::as_bytes(std::span<const ncclUniqueId>(&id, 1));
+  const std::vector<std::byte> all = job.world.allgather(bytes);
+  std::memcpy(&job.uniqueId, all.data(), sizeof id);  // process 0's
+}
+
+double minBandwidthCheck() {
+  const char* v = std::getenv("NCCL_TESTS_MIN_BW");
+  return v && *v ? std::atof(v) : -1.0;
+}
+
+}  // namespace
+
+int runPerfTest(int argc, char** argv, const Collective& collective) {
+  ParseResult parsed = parseOptions(argc, argv);
+  if (parsed.helpRequested) {
+    std::fputs(usageText(argv[0]).c_str(), stdout);
+    return 0;
+  }
+  if (!parsed.error.empty()) {
+    std::fprintf(stderr, "%s: %s\n%s", argv[0], parsed.error.c_str(), usageText(argv[0]).c_str());
+    return 6;
+  }
+  std::string worldError;
+  std::unique_ptr<World> world = makeWorld(&argc, &argv, &worldError);
+  if (!world) {
+    std::fprintf(stderr, "%s: %s\n", argv[0], worldError.c_str());
+    return 6;
+  }
+  Job job(collective, parsed.options, *world);
+  const Options& o = job.options;
+  const char* program = collective.name();
+
+  if (job.printer) {
+    if (!o.jsonPath.empty()) {
+      std::string note;
+      job.json = std::make_unique<JsonReport>(o.jsonPath, &note);
+      std::puts(note.c_str());
+      if (!job.json->active()) job.json.reset();
+    }
+    for (const std::string& line : parsed.notes) std::puts(line.c_str());
+    int libraryVersion = 0;
+    ncclGetVersion(&libraryVersion);
+    std::fputs(preambleText(program, o, NCCL_VERSION_CODE, libraryVersion).c_str(), stdout);
+    if (job.json) job.json->setRun(argc, argv, o, libraryVersion, program, job.nranks);
+  }
+  describeDevices(job);
+  std::fflush(stdout);
+
+  if (const std::string why = collective.unsupportedReason(job.nranks); !why.empty()) {
+    if (job.printer) std::printf("# %s (%d ranks); skipping\n", why.c_str(), job.nranks);
+    return 0;
+  }
+
+  shareUniqueId(job);
+  if (!o.parallelInit) initComms(job, 0, job.localRanks);
+  if (job.printer) {
+    std::fputs(tableHeader(o.reportCpuTime != 0, o.reportTimestamps != 0).c_str(), stdout);
+    std::fflush(stdout);
+  }
+
+  {
+    std::vector<std::jthread> helpers;
+    for (int t = 1; t < o.nThreads; ++t) helpers.emplace_back([&job, t] { runThread(job, t); });
+    runThread(job, 0);  // thread 0 stays the main thread: MPI calls come from it
+  }
+  for (ncclComm_t comm : job.comms)
+    if (comm) PERF_NCCL_CHECK(job, ncclCommDestroy(comm));
+
+  const double avgBusBw = job.busBwCount ? job.busBwSum / job.busBwCount : 0;
+  const double minBw = minBandwidthCheck();
+  if (job.printer) {
+    std::fputs(footerText(program, job.outOfBounds, avgBusBw, minBw).c_str(), stdout);
+    const char* lastError = ncclGetLastError(nullptr);
+    if (lastError && *lastError) std::printf("# error: %s\n", lastError);
+    else std::puts("");
+    std::fflush(stdout);
+    if (job.json) job.json->finish(job.outOfBounds, avgBusBw, minBw);
+  }
+  const bool bandwidthTooLow = minBw >= 0 && avgBusBw < minBw * 0.9;
+  return (job.anyWrong || bandwidthTooLow) ? 7 : 0;
+}
+
+}  // namespace accl::perf

@@ -1,0 +1,237 @@
+// Collective and point-to-point entry points: validate every argument (naming the bad one
+// and its value), then record the op with the group machinery.
+#include <cstdint>
+#include "api/api.h"
+#include "core/check.h"
+#include "sched/group.h"
+#include "sched/stream.h"
+
+using namespace accl;
+
+namespace {
+
+struct Call {
+  const char* fn;
+  OpKind kind;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;
+  ncclDataType_t type;
+  ncclRedOp_t op;  // ncclNumOps for ops without a reduction
+  int root;        // root or peer; -1 if none
+  ncclComm_t comm;
+  cudaStream_t stream;
+};
+
+bool hasReduction(OpKind k) {
+  return k == OpKind::AllReduce || k == OpKind::Reduce || k == OpKind::ReduceScatter;
+}
+bool hasRoot(OpKind k) {
+  return k == OpKind::Broadcast || k == OpKind::Reduce || k == OpKind::Gather || k == OpKind::Scatter;
+}
+
+// Byte ranges this rank reads and writes; NULL-able where the API allows it.
+struct Extents {
+  size_t sendElems;
+  size_t recvElems;
+  bool needSend;
+  bool needRecv;
+};
+
+Extents extentsOf(const Call& c, int rank, int n) {
+  Extents e{c.count, c.count, true, true};
+  switch (c.kind) {
+    case OpKind::AllGather: e.recvElems = c.count * n; break;
+    case OpKind::ReduceScatter: e.sendElems = c.count * n; break;
+    case OpKind::AlltoAll: e.sendElems = e.recvElems = c.count * n; break;
+    case OpKind::Broadcast: e.needSend = rank == c.root; break;
+    case OpKind::Reduce: e.needRecv = rank == c.root; break;
+    case OpKind::Gather:
+      e.recvElems = c.count * n;
+      e.needRecv = rank == c.root;
+      break;
+    case OpKind::Scatter:
+      e.sendElems = c.count * n;
+      e.needSend = rank == c.root;
+      break;
+    case OpKind::Send: e.needRecv = false; break;
+    case OpKind::Recv: e.needSend = false; break;
+    default: break;
+  }
+  return e;
+}
+
+// In-place layouts the API defines; any other overlap of input and output is an error.
+bool legalOverlap(const Call& c, int rank, size_t esize) {
+  const char* s = static_cast<const char*>(c.sendbuff);
+  const char* r = static_cast<const char*>(c.recvbuff);
+  switch (c.kind) {
+    case OpKind::AllGather: return s == r + rank * c.count * esize;
+    case OpKind::ReduceScatter: return r == s + rank * c.count * esize;
+    case OpKind::Gather: return s == r + c.root * c.count * esize;
+    case OpKind::Scatter: return r == s + c.root * c.count * esize;
+    default: return s == r;
+  }
+}
+
+ncclResult_t record(const Call& c) {
+  std::shared_ptr<Comm> comm;
+  NCCLCHECK(lookupComm(c.comm, c.fn, &comm));
+  if (comm->initState.load() == ncclInProgress) {
+    WARN("%s: comm %p is still initializing (non-blocking init); poll ncclCommGetAsyncError until it is done",
+         c.fn, static_cast<void*>(c.comm));
+    return ncclInvalidUsage;
+  }
+  if (comm->initState.load() != ncclSuccess || comm->revoked.load() || comm->finalized.load()) {
+    WARN("%s: comm %p cannot take new operations (%s)", c.fn, static_cast<void*>(c.comm),
+         comm->revoked.load() ? "revoked" : comm->finalized.load() ? "finalized" : "its initialization failed");
+    return ncclInvalidUsage;
+  }
+  if (c.type < 0 || c.type >= ncclNumTypes) {
+    WARN("%s: datatype = %d is not a valid ncclDataType_t", c.fn, static_cast<int>(c.type));
+    return ncclInvalidArgument;
+  }
+  const int n = comm->nranks;
+  const size_t esize = dev::typeSize(c.type);
+  if (c.count > SIZE_MAX / esize / static_cast<size_t>(n)) {
+    WARN("%s: count = %zu overflows the address space for %s on %d ranks", c.fn, c.count, dev::typeName(c.type), n);
+    return ncclInvalidArgument;
+  }
+  if (hasRoot(c.kind) && (c.root < 0 || c.root >= n)) {
+    WARN("%s: root = %d is out of range [0, %d)", c.fn, c.root, n);
+    return ncclInvalidArgument;
+  }
+  if ((c.kind == OpKind::Send || c.kind == OpKind::Recv) && (c.root < 0 || c.root >= n)) {
+    WARN("%s: peer = %d is out of range [0, %d)", c.fn, c.root, n);
+    return ncclInvalidArgument;
+  }
+  if (c.stream != nullptr && lookupHostStream(c.stream) == nullptr) {
+    WARN("%s: stream %p is not an ACCL host stream (create one with ncclHostStreamCreate; the host backend cannot "
+         "run on CUDA streams)",
+         c.fn, static_cast<void*>(c.stream));
+    return ncclInvalidArgument;
+  }
+
+  auto op = std::make_unique<OpDesc>();
+  op->kind = c.kind;
+  op->count = c.count;
+  op->type = c.type;
+  op->root = c.root;
+  op->stream = c.stream;
+  if (hasReduction(c.kind)) {
+    if (c.op < 0) {
+      WARN("%s: op = %d is not a valid ncclRedOp_t", c.fn, static_cast<int>(c.op));
+      return ncclInvalidArgument;
+    }
+    if (c.op < ncclNumOps) {
+      op->avg = c.op == ncclAvg;
+      op->red = c.op == ncclAvg ? dev::RedKind::Sum : static_cast<dev::RedKind>(c.op);
+    } else {
+      std::lock_guard<std::mutex> lk(comm->redOpMu);
+      size_t idx = static_cast<size_t>(c.op) - ncclNumOps;
+      if (idx >= comm->redOps.size() || !comm->redOps[idx].live) {
+        WARN("%s: op = %d is neither a built-in op nor a live ncclRedOpCreatePreMulSum handle of comm %p", c.fn,
+             static_cast<int>(c.op), static_cast<void*>(c.comm));
+        return ncclInvalidArgument;
+      }
+      const RedOpEntry& e = comm->redOps[idx];
+      if (e.type != c.type) {
+        WARN("%s: op %d was created for %s but is used with %s", c.fn, static_cast<int>(c.op), dev::typeName(e.type),
+             dev::typeName(c.type));
+        return ncclInvalidArgument;
+      }
+      op->preMul = true;
+      op->red = dev::RedKind::Sum;
+      std::memcpy(op->scalar, e.scalar, sizeof(op->scalar));
+      if (e.residence == ncclScalarDevice) op->deviceScalar = e.deviceScalar;
+    }
+  }
+  if (c.count > 0) {
+    Extents e = extentsOf(c, comm->rank, n);
+    if (e.needSend && c.sendbuff == nullptr) {
+      WARN("%s: sendbuff is NULL with count = %zu", c.fn, c.count);
+      return ncclInvalidArgument;
+    }
+    if (e.needRecv && c.recvbuff == nullptr) {
+      WARN("%s: recvbuff is NULL with count = %zu", c.fn, c.count);
+      return ncclInvalidArgument;
+    }
+    if (e.needSend && e.needRecv) {
+      uintptr_t s0 = reinterpret_cast<uintptr_t>(c.sendbuff), s1 = s0 + e.sendElems * esize;
+      uintptr_t r0 = reinterpret_cast<uintptr_t>(c.recvbuff), r1 = r0 + e.recvElems * esize;
+      if (s0 < r1 && r0 < s1 && !legalOverlap(c, comm->rank, esize)) {
+        WARN("%s: sendbuff %p and recvbuff %p overlap but are not the in-place layout this collective defines",
+             c.fn, c.sendbuff, c.recvbuff);
+        return ncclInvalidArgument;
+      }
+    }
+  }
+  INFO(kSubsysColl, "%s: sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d] stream %p",
+       c.fn, c.sendbuff, c.recvbuff, c.count, static_cast<int>(c.type), static_cast<int>(c.op), c.root,
+       static_cast<void*>(c.comm), n, static_cast<void*>(c.stream));
+  if (c.count == 0) return ncclSuccess;  // legal no-op
+  op->sendbuff = c.sendbuff;
+  op->recvbuff = c.recvbuff;
+  op->comm = std::move(comm);
+  return enqueueOp(std::move(op));
+}
+
+}  // namespace
+
+NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return record({"ncclAllReduce", OpKind::AllReduce, sendbuff, recvbuff, count, datatype, op, -1, comm, stream});
+}
+
+NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         int root, ncclComm_t comm, cudaStream_t stream) {
+  return record({"ncclBroadcast", OpKind::Broadcast, sendbuff, recvbuff, count, datatype, ncclNumOps, root, comm,
+                 stream});
+}
+
+NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+         cudaStream_t stream) {
+  return record({"ncclBcast", OpKind::Broadcast, buff, buff, count, datatype, ncclNumOps, root, comm, stream});
+}
+
+NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return record({"ncclReduce", OpKind::Reduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream});
+}
+
+NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return record({"ncclAllGather", OpKind::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclNumOps, -1, comm,
+                 stream});
+}
+
+NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return record({"ncclReduceScatter", OpKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, -1, comm,
+                 stream});
+}
+
+NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         ncclComm_t comm, cudaStream_t stream) {
+  return record({"ncclAlltoAll", OpKind::AlltoAll, sendbuff, recvbuff, count, datatype, ncclNumOps, -1, comm, stream});
+}
+
+NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         int root, ncclComm_t comm, cudaStream_t stream) {
+  return record({"ncclGather", OpKind::Gather, sendbuff, recvbuff, count, datatype, ncclNumOps, root, comm, stream});
+}
+
+NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         int root, ncclComm_t comm, cudaStream_t stream) {
+  return record({"ncclScatter", OpKind::Scatter, sendbuff, recvbuff, count, datatype, ncclNumOps, root, comm, stream});
+}
+
+NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+         ncclComm_t comm, cudaStream_t stream) {
+  return record({"ncclSend", OpKind::Send, sendbuff, nullptr, count, datatype, ncclNumOps, peer, comm, stream});
+}
+
+NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+         cudaStream_t stream) {
+  return record({"ncclRecv", OpKind::Recv, nullptr, recvbuff, count, datatype, ncclNumOps, peer, comm, stream});
+}

@@ -1,0 +1,76 @@
+#include "api/comm_create.h"
+#include <chrono>
+#include <thread>
+#include "api/api.h"
+#include "core/check.h"
+#include "core/init.h"
+#include "sched/group.h"
+
+namespace accl {
+
+ncclResult_t createComm(const char* fn, ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
+                        const ncclConfig_t* config, const Config* inherit, int cudaDev) {
+  if (out == nullptr) {
+    WARN("%s: comm output pointer is NULL", fn);
+    return ncclInvalidArgument;
+  }
+  if (nranks < 1) {
+    WARN("%s: nranks = %d is invalid (must be >= 1)", fn, nranks);
+    return ncclInvalidArgument;
+  }
+  if (rank < 0 || rank >= nranks) {
+    WARN("%s: rank = %d is out of range [0, %d)", fn, rank, nranks);
+    return ncclInvalidArgument;
+  }
+  Config cfg;
+  NCCLCHECK(parseConfig(config, inherit, &cfg));
+
+  auto impl = std::make_shared<Comm>();
+  impl->config = cfg;
+  impl->cudaDev = cudaDev;
+  impl->rank = rank;  // known before a non-blocking init finishes
+  impl->nranks = nranks;
+  impl->initState.store(ncclInProgress);
+  auto handle = std::make_unique<ncclComm>();
+  handle->impl = impl;
+  ncclComm_t h = handle.release();  // owned by the user from here; freed by destroy/abort
+  registerComm(h);
+  *out = h;
+
+  auto job = [impl, id, nranks, rank]() {
+    ncclResult_t r = initComm(impl.get(), id, nranks, rank);
+    if (impl->cudaDev < 0) impl->cudaDev = impl->localIndex;
+    if (r != ncclSuccess) {
+      int expected = ncclSuccess;
+      impl->asyncError.compare_exchange_strong(expected, r);
+      impl->closeTransports();
+    }
+    impl->initState.store(r);
+    return r;
+  };
+  if (!cfg.blocking) {
+    std::thread(job).detach();
+    return ncclInProgress;
+  }
+  ncclResult_t r = deferInit(job);
+  if (r != ncclSuccess && !inGroup()) {
+    unregisterComm(h);
+    delete h;
+    *out = nullptr;
+  }
+  return r;
+}
+
+void waitIdle(Comm& c) {
+  while (c.initState.load() == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (c.doneTicket.load(std::memory_order_acquire) != c.issueTicket.load()) {
+    Doorbell* bell = c.bell();
+    uint32_t seq;
+    enterDoorbells(&bell, 1, &seq);
+    if (c.doneTicket.load(std::memory_order_acquire) != c.issueTicket.load())
+      waitDoorbells(&bell, 1, &seq, 10000);
+    leaveDoorbells(&bell, 1);
+  }
+}
+
+}  // namespace accl

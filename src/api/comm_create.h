@@ -1,0 +1,16 @@
+// comm_create.h: the one path every init entry point (InitRank*, InitAll, Split, Shrink)
+// takes to create a communicator handle and bring it up (now, at group end, or in the
+// background for non-blocking configs).
+#pragma once
+#include "core/comm.h"
+
+namespace accl {
+
+// cudaDev < 0: the host backend assigns the rank's index among ranks on its host.
+ncclResult_t createComm(const char* fn, ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
+                        const ncclConfig_t* config, const Config* inherit, int cudaDev);
+
+// Waits until every op issued on the communicator has finished (or failed).
+void waitIdle(Comm& c);
+
+}  // namespace accl

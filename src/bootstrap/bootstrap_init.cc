@@ -1,0 +1,110 @@
+// bootstrap_init.cc: Bootstrap::init, the rendezvous. Each rank opens a listener, tells the
+// root where it is, receives every rank's address, and connects its ring (rank -> rank+1).
+#include <cstring>
+#include "bootstrap/bootstrap_impl.h"
+#include "bootstrap/root.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "topo/ifaces.h"
+
+namespace accl {
+
+namespace {
+
+// How long a rank waits for its ring predecessor, which got the table at the same moment.
+constexpr int kRingConnectTimeoutMs = 120 * 1000;
+// How long rank 0 retries binding a fixed NCCL_COMM_ID port that is still held.
+constexpr int kRootBindRetryMs = 5000;
+
+std::string hostOnly(const net::SockAddr& addr) {
+  std::string s = addr.str();
+  size_t colon = s.rfind(':');
+  s.resize(colon == std::string::npos ? s.size() : colon);
+  if (s.size() >= 2 && s.front() == '[') s = s.substr(1, s.size() - 2);
+  return s;
+}
+
+// Joins the rendezvous: Hello to the root, then the table of all listeners.
+ncclResult_t rendezvous(Bootstrap::Impl& b, const net::SockAddr& root, const net::SockAddr& myAddr) {
+  net::Socket sock;
+  NCCLCHECK(net::connectTo(root, &sock, b.abortFlag));
+  std::string rootDesc = "bootstrap root " + root.str();
+  boot::Hello hello{b.magic, b.rank, b.nranks, myAddr};
+  NCCLCHECK(net::sendAll(sock, &hello, sizeof(hello), rootDesc.c_str(), b.abortFlag));
+  boot::RootReply reply{};
+  NCCLCHECK(net::recvAll(sock, &reply, sizeof(reply), rootDesc.c_str(), b.abortFlag));
+  if (reply.status != ncclSuccess) {
+    reply.message[sizeof(reply.message) - 1] = '\0';
+    WARN("Bootstrap: rank %d of %d: rendezvous failed: %s", b.rank, b.nranks, reply.message);
+    return static_cast<ncclResult_t>(reply.status);
+  }
+  b.table.resize(b.nranks);
+  NCCLCHECK(net::recvAll(sock, b.table.data(), b.table.size() * sizeof(net::SockAddr), rootDesc.c_str(),
+                         b.abortFlag));
+  return ncclSuccess;
+}
+
+ncclResult_t connectRing(Bootstrap::Impl& b) {
+  NCCLCHECK(net::connectTo(b.table[b.next()], &b.ringNext, b.abortFlag));
+  boot::Handshake hs{b.magic, b.rank, boot::Purpose::Ring};
+  NCCLCHECK(net::sendAll(b.ringNext, &hs, sizeof(hs), b.desc(b.next()), b.abortFlag));
+  ncclResult_t res = b.waitForConnection(b.prev(), boot::Purpose::Ring, kRingConnectTimeoutMs);
+  if (res == ncclRemoteError && !b.ringPrev.valid()) {
+    WARN("Bootstrap: rank %d: ring predecessor %s did not connect within %d s", b.rank, b.desc(b.prev()),
+         kRingConnectTimeoutMs / 1000);
+  }
+  return res;
+}
+
+ncclResult_t initImpl(Bootstrap::Impl& b, const ncclUniqueId& id) {
+  UniqueIdContents contents = decodeUniqueId(id);
+  net::SockAddr root = contents.root();
+  if (root.len == 0 || contents.magic == 0) {
+    WARN("Bootstrap: invalid unique id (no root address); was it made by ncclGetUniqueId?");
+    return ncclInvalidArgument;
+  }
+  b.magic = contents.magic;
+  if (contents.magic == kCommIdMagic && b.rank == 0) {
+    // NCCL_COMM_ID: no process ran a root in ncclGetUniqueId; rank 0 serves it.
+    net::Socket rootListener;
+    NCCLCHECK(net::listenOn(root, &rootListener, nullptr, 1024, kRootBindRetryMs));
+    INFO(kSubsysBootstrap | kSubsysInit, "Bootstrap root listening on %s (NCCL_COMM_ID)", root.str().c_str());
+    boot::startRootThread(std::move(rootListener), b.magic);
+  }
+
+  topo::NetIf nif;
+  std::string reason;
+  NCCLCHECK(topo::selectBootstrapInterface(&nif, &reason));
+  INFO(kSubsysBootstrap | kSubsysInit, "Bootstrap: using %s %s; why: %s", nif.name.c_str(),
+       hostOnly(nif.addr).c_str(), reason.c_str());
+  net::SockAddr myAddr;
+  NCCLCHECK(net::listenOn(nif.addr, &b.listener, &myAddr));
+  b.acceptor.emplace(b.listener, b.magic, sizeof(boot::Handshake), "Bootstrap rank " + std::to_string(b.rank));
+
+  NCCLCHECK(rendezvous(b, root, myAddr));
+  for (int r = 0; r < b.nranks; ++r) b.peerDesc.push_back("rank " + std::to_string(r) + " (" + b.table[r].str() + ")");
+  if (b.nranks > 1) NCCLCHECK(connectRing(b));
+  INFO(kSubsysBootstrap, "Bootstrap: rank %d of %d connected (listening on %s)", b.rank, b.nranks,
+       myAddr.str().c_str());
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t Bootstrap::init(const ncclUniqueId& id, int rank, int nranks, const std::atomic<int>* abortFlag,
+                             std::unique_ptr<Bootstrap>* out) {
+  if (nranks <= 0 || rank < 0 || rank >= nranks) {
+    WARN("Bootstrap: invalid rank %d of nranks %d", rank, nranks);
+    return ncclInvalidArgument;
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->rank = rank;
+  impl->nranks = nranks;
+  impl->abortFlag = abortFlag ? abortFlag : &impl->ownAbort;
+  ncclResult_t res = initImpl(*impl, id);
+  if (res != ncclSuccess) return res;
+  out->reset(new Bootstrap(std::move(impl)));
+  return ncclSuccess;
+}
+
+}  // namespace accl

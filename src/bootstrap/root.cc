@@ -1,0 +1,150 @@
+// root.cc: the rendezvous root (see root.h).
+#include "bootstrap/root.h"
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+#include "bootstrap/acceptor.h"
+#include "bootstrap/wire.h"
+#include "core/log.h"
+
+namespace accl::boot {
+
+namespace {
+
+// A rank that does not read its reply within this long is not allowed to hold up the others.
+constexpr int kReplyTimeoutMs = 30 * 1000;
+// After a failed rendezvous, late ranks still get the error for this long (instead of
+// retrying a closed port for a minute).
+constexpr int kFailedLingerMs = 10 * 1000;
+
+class RootServer {
+ public:
+  RootServer(net::Socket listener, uint64_t magic)
+      : listener_(std::move(listener)), acceptor_(listener_, magic, sizeof(Hello), "Bootstrap root") {}
+
+  void run() {
+    for (;;) {
+      HandshakeAcceptor::Arrival arrival;
+      int timeout = error_.empty() ? kRootIdleTimeoutMs : kFailedLingerMs;
+      ncclResult_t res = acceptor_.next(&arrival, nullptr, timeout);
+      if (res == ncclRemoteError) {
+        if (error_.empty()) {
+          WARN("Bootstrap root: gave up after %d s with %d of %d ranks joined", kRootIdleTimeoutMs / 1000,
+               joined_, nranks_);
+        }
+        return;
+      }
+      if (res != ncclSuccess) return;
+      Hello hello;
+      std::memcpy(&hello, arrival.header.data(), sizeof(hello));
+      if (!error_.empty()) {
+        maxNranksSeen_ = std::max(maxNranksSeen_, hello.nranks);
+        reply(arrival.sock, hello.rank, ncclInvalidUsage, error_);
+        if (++answered_ >= maxNranksSeen_) return;
+        continue;
+      }
+      std::string problem = check(hello, arrival.from);
+      if (!problem.empty()) {
+        fail(problem, std::move(arrival.sock), hello.rank);
+        if (answered_ >= maxNranksSeen_) return;
+        continue;
+      }
+      ranks_[hello.rank] = std::move(arrival.sock);
+      table_[hello.rank] = hello.listenAddr;
+      from_[hello.rank] = arrival.from;
+      if (++joined_ == nranks_) {
+        sendTable();
+        return;
+      }
+    }
+  }
+
+ private:
+  // Returns why `hello` cannot join, or "" if it can.
+  std::string check(const Hello& hello, const std::string& from) {
+    char why[256];
+    maxNranksSeen_ = std::max(maxNranksSeen_, hello.nranks);
+    if (hello.nranks <= 0) {
+      snprintf(why, sizeof(why), "rank %d (%s) gave nranks=%d", hello.rank, from.c_str(), hello.nranks);
+      return why;
+    }
+    if (nranks_ < 0) {
+      nranks_ = hello.nranks;
+      ranks_.resize(nranks_);
+      table_.resize(nranks_);
+      from_.resize(nranks_);
+    }
+    if (hello.nranks != nranks_) {
+      snprintf(why, sizeof(why), "nranks mismatch: rank %d (%s) gave nranks=%d, earlier ranks gave nranks=%d",
+               hello.rank, from.c_str(), hello.nranks, nranks_);
+      return why;
+    }
+    if (hello.rank < 0 || hello.rank >= nranks_) {
+      snprintf(why, sizeof(why), "rank %d (%s) is out of range [0, %d)", hello.rank, from.c_str(), nranks_);
+      return why;
+    }
+    if (ranks_[hello.rank].has_value()) {
+      snprintf(why, sizeof(why), "rank %d joined twice (from %s and %s)", hello.rank,
+               from_[hello.rank].c_str(), from.c_str());
+      return why;
+    }
+    return "";
+  }
+
+  // Tells every rank that joined (and the offender) why the rendezvous failed.
+  void fail(const std::string& problem, net::Socket offender, int offenderRank) {
+    WARN("Bootstrap root: rendezvous failed: %s", problem.c_str());
+    error_ = problem;
+    reply(offender, offenderRank, ncclInvalidUsage, error_);
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      if (ranks_[r]) reply(*ranks_[r], static_cast<int>(r), ncclInvalidUsage, error_);
+    }
+    answered_ = joined_ + 1;
+    ranks_.clear();
+  }
+
+  void reply(const net::Socket& sock, int rank, ncclResult_t status, const std::string& message) {
+    RootReply r{};
+    r.status = status;
+    snprintf(r.message, sizeof(r.message), "%s", message.c_str());
+    std::string desc = "rank " + std::to_string(rank);
+    (void)net::sendAll(sock, &r, sizeof(r), desc.c_str(), nullptr, kReplyTimeoutMs);
+  }
+
+  void sendTable() {
+    for (int r = 0; r < nranks_; ++r) {
+      RootReply ok{};
+      ok.status = ncclSuccess;
+      std::string desc = "rank " + std::to_string(r) + " (" + from_[r] + ")";
+      if (net::sendAll(*ranks_[r], &ok, sizeof(ok), desc.c_str(), nullptr, kReplyTimeoutMs) != ncclSuccess) continue;
+      (void)net::sendAll(*ranks_[r], table_.data(), table_.size() * sizeof(net::SockAddr), desc.c_str(), nullptr,
+                         kReplyTimeoutMs);
+    }
+    INFO(kSubsysBootstrap, "Bootstrap root: rendezvous of %d ranks complete", nranks_);
+  }
+
+  net::Socket listener_;
+  HandshakeAcceptor acceptor_;
+  int nranks_ = -1;
+  int maxNranksSeen_ = 0;
+  int joined_ = 0;
+  int answered_ = 0;  // ranks told about error_
+  std::string error_;
+  std::vector<std::optional<net::Socket>> ranks_;
+  std::vector<net::SockAddr> table_;
+  std::vector<std::string> from_;
+};
+
+}  // namespace
+
+void startRootThread(net::Socket listener, uint64_t magic) {
+  std::thread([listener = std::move(listener), magic]() mutable {
+    RootServer(std::move(listener), magic).run();
+  }).detach();
+}
+
+}  // namespace accl::boot

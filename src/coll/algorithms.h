@@ -1,0 +1,111 @@
+// algorithms.h: every algorithm, as a factory of one rank's steps. One algorithm per file:
+//   ring_allreduce.cc, recursive_doubling_allreduce.cc, ring_allgather.cc,
+//   ring_reduce_scatter.cc, ring_broadcast.cc, chain_reduce.cc, direct.cc (flat trees:
+//   broadcast, reduce, gather, scatter for small messages and rooted ops).
+// Counts are in elements; buffers are the op's (already pre-scaled) input and output.
+#pragma once
+#include <memory>
+#include <vector>
+#include "coll/step.h"
+
+namespace accl {
+
+struct CollArgs {
+  const char* src = nullptr;
+  char* dst = nullptr;
+  size_t count = 0;  // allreduce/bcast/reduce: total; allgather/reducescatter/gather/scatter: per rank
+  ncclDataType_t type = ncclInt8;
+  dev::RedKind op = dev::RedKind::Sum;
+  int root = 0;
+  int rank = 0;
+  int nranks = 1;
+  size_t pieceBytes = 128 << 10;  // pipelining granularity; must be <= channel capacity / 2
+};
+
+std::unique_ptr<StepSource> makeRingAllReduce(const CollArgs& a);
+std::unique_ptr<StepSource> makeRecursiveDoublingAllReduce(const CollArgs& a);
+std::unique_ptr<StepSource> makeRingAllGather(const CollArgs& a);
+std::unique_ptr<StepSource> makeRingReduceScatter(const CollArgs& a);
+std::unique_ptr<StepSource> makeRingBroadcast(const CollArgs& a);
+std::unique_ptr<StepSource> makeChainReduce(const CollArgs& a);
+std::unique_ptr<StepSource> makeDirectBroadcast(const CollArgs& a);
+std::unique_ptr<StepSource> makeDirectReduce(const CollArgs& a);
+std::unique_ptr<StepSource> makeDirectGather(const CollArgs& a);
+std::unique_ptr<StepSource> makeDirectScatter(const CollArgs& a);
+
+// A fixed list of steps (small plans).
+class StepList final : public StepSource {
+ public:
+  void push(const Step& s) { steps_.push_back(s); }
+  bool next(Step* out) override {
+    if (i_ == steps_.size()) return false;
+    *out = steps_[i_++];
+    return true;
+  }
+
+ private:
+  std::vector<Step> steps_;
+  size_t i_ = 0;
+};
+
+// Step constructors shared by the algorithms.
+inline Step sendStep(const CollArgs& a, int peer, const char* src, size_t bytes) {
+  Step s;
+  s.kind = Step::Kind::Send;
+  s.type = a.type;
+  s.op = a.op;
+  s.sendPeer = peer;
+  s.src = src;
+  s.bytes = bytes;
+  return s;
+}
+inline Step recvStep(const CollArgs& a, int peer, char* dst, size_t bytes) {
+  Step s;
+  s.kind = Step::Kind::Recv;
+  s.type = a.type;
+  s.op = a.op;
+  s.recvPeer = peer;
+  s.dst = dst;
+  s.bytes = bytes;
+  return s;
+}
+inline Step recvReduceStep(const CollArgs& a, int peer, char* dst, const char* local, size_t bytes) {
+  Step s = recvStep(a, peer, dst, bytes);
+  s.kind = Step::Kind::RecvReduce;
+  s.src = local;
+  return s;
+}
+inline Step copyStep(const CollArgs& a, char* dst, const char* src, size_t bytes) {
+  Step s;
+  s.kind = Step::Kind::Copy;
+  s.type = a.type;
+  s.dst = dst;
+  s.src = src;
+  s.bytes = bytes;
+  return s;
+}
+inline Step forwardStep(const CollArgs& a, Step::Kind kind, int from, int to, const char* local, char* dst,
+                        size_t bytes) {
+  Step s;
+  s.kind = kind;
+  s.type = a.type;
+  s.op = a.op;
+  s.recvPeer = from;
+  s.sendPeer = to;
+  s.src = local;
+  s.dst = dst;
+  s.bytes = bytes;
+  return s;
+}
+
+// Splits `count` elements into n nearly equal slices (the first count % n get one more).
+struct Slices {
+  size_t count;
+  int n;
+  size_t start(int s) const { return (count / n) * s + (static_cast<size_t>(s) < count % n ? s : count % n); }
+  size_t len(int s) const { return count / n + (static_cast<size_t>(s) < count % n ? 1 : 0); }
+};
+
+inline int mod(int a, int n) { return ((a % n) + n) % n; }
+
+}  // namespace accl

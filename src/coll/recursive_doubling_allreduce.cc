@@ -1,0 +1,42 @@
+// Recursive-doubling all-reduce: log2(n) exchange rounds, each rank sending its whole
+// partial result to partner rank^mask and reducing what comes back. For n not a power of
+// two, the first 2*rem ranks pair up first (even sends to odd) and get the result back at
+// the end. Partners reduce x OP y and y OP x, which are equal for every built-in op, so all
+// ranks end bit-identical. Both partners send before receiving, so the message must fit in
+// a channel: the tuner only picks this for small messages.
+#include "coll/algorithms.h"
+
+namespace accl {
+
+std::unique_ptr<StepSource> makeRecursiveDoublingAllReduce(const CollArgs& a) {
+  auto list = std::make_unique<StepList>();
+  const int n = a.nranks, r = a.rank;
+  const size_t bytes = a.count * dev::typeSize(a.type);
+  int pow2 = 1;
+  while (pow2 * 2 <= n) pow2 *= 2;
+  const int rem = n - pow2;
+
+  int vrank;
+  if (r < 2 * rem) {
+    if (r % 2 == 0) {
+      list->push(sendStep(a, r + 1, a.src, bytes));
+      list->push(recvStep(a, r + 1, a.dst, bytes));
+      return list;
+    }
+    list->push(recvReduceStep(a, r - 1, a.dst, a.src, bytes));
+    vrank = r / 2;
+  } else {
+    list->push(copyStep(a, a.dst, a.src, bytes));
+    vrank = r - rem;
+  }
+  for (int mask = 1; mask < pow2; mask <<= 1) {
+    int pv = vrank ^ mask;
+    int partner = pv < rem ? pv * 2 + 1 : pv + rem;
+    list->push(sendStep(a, partner, a.dst, bytes));
+    list->push(recvReduceStep(a, partner, a.dst, a.dst, bytes));
+  }
+  if (r < 2 * rem) list->push(sendStep(a, r - 1, a.dst, bytes));
+  return list;
+}
+
+}  // namespace accl

@@ -1,0 +1,67 @@
+#include "core/comm.h"
+#include <unordered_set>
+#include "core/log.h"
+#include "transports/shm/shm_transport.h"
+
+namespace accl {
+namespace {
+
+std::mutex gLiveMu;
+std::unordered_set<ncclComm_t>& liveComms() {
+  static std::unordered_set<ncclComm_t> s;
+  return s;
+}
+
+}  // namespace
+
+Comm::Comm() = default;
+
+Comm::~Comm() {
+  conns.clear();  // before the shm segments they point into
+  shm.reset();
+}
+
+Doorbell* Comm::bell() { return shm ? shm->bell() : &privateBell; }
+
+void Comm::fail(ncclResult_t err) {
+  int expected = ncclSuccess;
+  if (asyncError.compare_exchange_strong(expected, err)) {
+    WARN("rank %d of %d: communicator failed with \"%s\"; closing its connections so peers stop waiting", rank,
+         nranks, pncclGetErrorString(err));
+    closeTransports();
+  }
+}
+
+void Comm::closeTransports() {
+  for (auto& c : conns)
+    if (c) c->close();
+  if (bootstrap) bootstrap->abort();
+  ringDoorbell(bell());
+}
+
+void registerComm(ncclComm_t handle) {
+  std::lock_guard<std::mutex> lk(gLiveMu);
+  liveComms().insert(handle);
+}
+
+void unregisterComm(ncclComm_t handle) {
+  std::lock_guard<std::mutex> lk(gLiveMu);
+  liveComms().erase(handle);
+}
+
+ncclResult_t lookupComm(ncclComm_t handle, const char* fn, std::shared_ptr<Comm>* out) {
+  if (handle == nullptr) {
+    WARN("%s: comm argument is NULL", fn);
+    return ncclInvalidArgument;
+  }
+  std::lock_guard<std::mutex> lk(gLiveMu);
+  if (liveComms().count(handle) == 0) {
+    WARN("%s: comm %p is not a live communicator (already destroyed or aborted, or never initialized)", fn,
+         static_cast<void*>(handle));
+    return ncclInvalidUsage;
+  }
+  *out = handle->impl;
+  return ncclSuccess;
+}
+
+}  // namespace accl

@@ -1,0 +1,97 @@
+// comm.h: the communicator. ncclComm (the public handle) owns a shared Comm; queued stream
+// work holds its own reference, so destroy/abort never frees state a worker still uses.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+#include "bootstrap/bootstrap.h"
+#include "core/config.h"
+#include "net/socket.h"
+#include "sched/algo_policy.h"
+#include "transports/doorbell.h"
+#include "transports/transport.h"
+
+namespace accl {
+
+class ShmDomain;
+
+// What every rank tells every other at init.
+struct PeerInfo {
+  int rank;
+  int pid;
+  int cudaDev;
+  uint64_t hostHash;
+  uint64_t commNonce;  // rank 0's value names this communicator's shm segments
+  net::SockAddr dataAddr;
+};
+
+struct RedOpEntry {
+  bool live = false;
+  ncclDataType_t type = ncclFloat32;
+  ncclScalarResidence_t residence = ncclScalarHostImmediate;
+  alignas(8) unsigned char scalar[8] = {};
+  const void* deviceScalar = nullptr;
+};
+
+class Comm {
+ public:
+  Comm();  // out of line: ShmDomain is incomplete here
+  ~Comm();
+
+  int rank = 0;
+  int nranks = 0;
+  int cudaDev = 0;
+  Config config;
+  uint64_t nonce = 0;
+  std::unique_ptr<Bootstrap> bootstrap;
+  std::vector<PeerInfo> peers;
+  std::vector<int> localRanks;  // global ranks on this host, ascending
+  int localIndex = 0;
+  std::unique_ptr<ShmDomain> shm;
+  std::vector<std::unique_ptr<PeerConnection>> conns;  // by peer rank; null for self
+  size_t ringBytes = 1 << 20;  // capacity of each channel direction
+  AlgoPolicy algoPolicy;
+  bool anySocket = false;
+  bool anyShm = false;
+  Doorbell privateBell;  // used when this rank has no shm segment
+
+  std::atomic<int> abortFlag{0};
+  std::atomic<int> revoked{0};
+  std::atomic<int> finalized{0};
+  std::atomic<int> asyncError{ncclSuccess};
+  std::atomic<int> initState{ncclSuccess};  // ncclInProgress while a non-blocking init runs
+  // Ops are executed in issue order: a work runs only when doneTicket == its ticket.
+  std::atomic<uint64_t> issueTicket{0};
+  std::atomic<uint64_t> doneTicket{0};
+  std::atomic<int> inFlight{0};
+
+  std::mutex redOpMu;
+  std::vector<RedOpEntry> redOps;  // handle = ncclNumOps + index
+
+  // Scratch for pre-scaled inputs (PreMulSum); used only by the work holding the ticket.
+  std::vector<char> scratch;
+
+  Doorbell* bell();
+  PeerConnection* conn(int peer) { return conns[peer].get(); }
+  // Records the first asynchronous error and tears the transports down, so peers waiting
+  // on this rank fail promptly instead of hanging.
+  void fail(ncclResult_t err);
+  void closeTransports();
+  int localRankCount() const { return static_cast<int>(localRanks.size()); }
+};
+
+// Registry of live handles: lets every entry point reject destroyed or bogus communicators
+// without dereferencing them.
+void registerComm(ncclComm_t handle);
+void unregisterComm(ncclComm_t handle);
+// ncclInvalidArgument for NULL, ncclInvalidUsage for a handle that is not live.
+ncclResult_t lookupComm(ncclComm_t handle, const char* fn, std::shared_ptr<Comm>* out);
+
+}  // namespace accl
+
+struct ncclComm {
+  std::shared_ptr<accl::Comm> impl;
+};

@@ -1,0 +1,221 @@
+// Executor: drives the works of one group (or one stream task) to completion in the
+// calling thread. Waiting follows what we measured on 2-vCPU machines: spin briefly (long
+// enough to catch a peer's reply without paying a 20-30 us wake-up), yield when ranks
+// outnumber cores, then sleep on the rank's doorbell (or poll sockets).
+#include <poll.h>
+#include <sched.h>
+#include <unistd.h>
+#include <algorithm>
+#include <chrono>
+#include "core/check.h"
+#include "core/param.h"
+#include "sched/work.h"
+#include "transports/shm/shm_transport.h"
+
+namespace accl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t usecSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t).count();
+}
+
+inline void cpuRelax() { __builtin_ia32_pause(); }
+
+void finishWork(CommWork& w, ncclResult_t res) {
+  Comm& c = *w.comm;
+  w.finished = true;
+  w.result = res;
+  if (res != ncclSuccess) c.fail(res);
+  if (w.started) c.inFlight.fetch_sub(1);
+  c.doneTicket.store(w.ticket + 1, std::memory_order_release);
+  ringDoorbell(c.bell());  // another stream's work may wait for this ticket
+}
+
+ncclResult_t progressSockets(Comm& c) {
+  if (!c.anySocket) return ncclSuccess;
+  for (auto& conn : c.conns) {
+    if (!conn || conn->send()->fd() < 0) continue;
+    NCCLCHECK(conn->send()->progress());
+    NCCLCHECK(conn->recv()->progress());
+  }
+  return ncclSuccess;
+}
+
+bool socketsPending(Comm& c) {
+  if (!c.anySocket) return false;
+  for (auto& conn : c.conns)
+    if (conn && conn->send()->pendingLocal()) return true;
+  return false;
+}
+
+// One pass over every unfinished work. Returns true if anything moved.
+bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) {
+  bool progressed = false;
+  *allDone = true;
+  for (auto& wp : works) {
+    CommWork& w = *wp;
+    if (w.finished) continue;
+    *allDone = false;
+    Comm& c = *w.comm;
+    if (!w.started) {
+      if (c.doneTicket.load(std::memory_order_acquire) != w.ticket) continue;
+      if (c.abortFlag.load() || c.revoked.load() || c.asyncError.load() != ncclSuccess) {
+        int err = c.asyncError.load();
+        WARN("rank %d: operation not run: communicator %s", c.rank,
+             c.abortFlag.load() ? "was aborted"
+             : c.revoked.load() ? "was revoked"
+                                : "has a pending error from an earlier failure");
+        finishWork(w, err != ncclSuccess ? static_cast<ncclResult_t>(err) : ncclInvalidUsage);
+        progressed = true;
+        continue;
+      }
+      w.started = true;
+      c.inFlight.fetch_add(1);
+      progressed = true;
+    }
+    if (c.abortFlag.load(std::memory_order_relaxed) || c.revoked.load(std::memory_order_relaxed)) {
+      WARN("rank %d: operation interrupted by %s", c.rank, c.abortFlag.load() ? "ncclCommAbort" : "ncclCommRevoke");
+      finishWork(w, ncclInvalidUsage);
+      progressed = true;
+      continue;
+    }
+    ncclResult_t res = progressSockets(c);
+    while (res == ncclSuccess && w.phase < w.phases.size()) {
+      bool phaseDone = true;
+      for (Lane& lane : w.phases[w.phase]) {
+        if (lane.finished()) continue;
+        res = lane.advance(c, &progressed);
+        if (res != ncclSuccess) break;
+        if (!lane.finished()) phaseDone = false;
+      }
+      if (res != ncclSuccess || !phaseDone) break;
+      w.phase++;
+      progressed = true;
+    }
+    if (res == ncclSuccess && w.phase == w.phases.size()) {
+      res = progressSockets(c);
+      if (res == ncclSuccess && socketsPending(c)) continue;  // data still staged locally
+    }
+    if (res != ncclSuccess || w.phase == w.phases.size()) {
+      finishWork(w, res);
+      progressed = true;
+    }
+  }
+  return progressed;
+}
+
+struct WaitPlan {
+  std::vector<Doorbell*> bells;
+  std::vector<pollfd> fds;
+  bool anyShm = false;
+  bool ticketWait = false;  // a work waits for another thread's work on its communicator
+};
+
+WaitPlan planWait(std::vector<std::unique_ptr<CommWork>>& works) {
+  WaitPlan p;
+  for (auto& w : works) {
+    if (w->finished) continue;
+    Comm& c = *w->comm;
+    p.ticketWait = p.ticketWait || !w->started;
+    Doorbell* b = c.bell();
+    if (std::find(p.bells.begin(), p.bells.end(), b) == p.bells.end()) p.bells.push_back(b);
+    p.anyShm = p.anyShm || c.anyShm;
+    if (!c.anySocket) continue;
+    for (auto& conn : c.conns) {
+      if (!conn || conn->send()->fd() < 0) continue;
+      short ev = POLLIN;
+      if (conn->send()->pendingLocal()) ev |= POLLOUT;
+      p.fds.push_back({conn->send()->fd(), ev, 0});
+    }
+  }
+  return p;
+}
+
+// Peer death shows as EOF on the bootstrap ring sockets (the kernel closes them when a
+// process dies); checked only while blocked, so it costs nothing on the fast path.
+bool checkPeers(std::vector<std::unique_ptr<CommWork>>& works) {
+  bool failed = false;
+  for (auto& w : works) {
+    if (w->finished || !w->started) continue;
+    Comm& c = *w->comm;
+    if (!c.bootstrap) continue;
+    int dead = c.bootstrap->closedNeighbour();
+    if (dead >= 0) {
+      WARN("rank %d: peer rank %d closed its connection without finishing (process died or aborted); "
+           "failing the operation",
+           c.rank, dead);
+      finishWork(*w, ncclRemoteError);
+      failed = true;
+    }
+  }
+  return failed;
+}
+
+int onlineCores() {
+  static int n = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  return n > 0 ? n : 1;
+}
+
+}  // namespace
+
+ncclResult_t executeWorks(std::vector<std::unique_ptr<CommWork>>& works) {
+  int maxLocal = 1;
+  for (auto& w : works) maxLocal = std::max(maxLocal, w->comm->localRankCount());
+  const bool oversubscribed = maxLocal > onlineCores();
+  int64_t spinUsec = param::spinUsec();
+  if (spinUsec < 0) spinUsec = oversubscribed ? 5 : 50;
+  const int64_t yieldUsec = oversubscribed ? 200 : 0;
+  const int64_t peerCheckUsec = param::peerCheckMsec() * 1000;
+
+  Clock::time_point idleSince;
+  Clock::time_point lastPeerCheck = Clock::now();
+  bool idle = false;
+  for (;;) {
+    bool allDone;
+    if (progressOnce(works, &allDone)) {
+      idle = false;
+      continue;
+    }
+    if (allDone) break;
+    if (!idle) {
+      idle = true;
+      idleSince = Clock::now();
+    }
+    int64_t waited = usecSince(idleSince);
+    if (waited < spinUsec) {
+      for (int i = 0; i < 16; i++) cpuRelax();
+      continue;
+    }
+    if (waited < spinUsec + yieldUsec) {
+      sched_yield();
+      continue;
+    }
+    if (usecSince(lastPeerCheck) >= peerCheckUsec) {
+      lastPeerCheck = Clock::now();
+      if (checkPeers(works)) continue;
+    }
+    WaitPlan plan = planWait(works);
+    std::vector<uint32_t> seqs(plan.bells.size());
+    enterDoorbells(plan.bells.data(), static_cast<int>(plan.bells.size()), seqs.data());
+    if (progressOnce(works, &allDone) || allDone) {
+      leaveDoorbells(plan.bells.data(), static_cast<int>(plan.bells.size()));
+      idle = false;
+      continue;
+    }
+    if (!plan.fds.empty()) {
+      // Sockets cannot share a wait with futexes: poll, briefly if shm peers need checking.
+      poll(plan.fds.data(), plan.fds.size(), plan.anyShm || plan.ticketWait ? 1 : 100);
+    } else {
+      waitDoorbells(plan.bells.data(), static_cast<int>(plan.bells.size()), seqs.data(), 100000);
+    }
+    leaveDoorbells(plan.bells.data(), static_cast<int>(plan.bells.size()));
+  }
+  ncclResult_t first = ncclSuccess;
+  for (auto& w : works)
+    if (w->result != ncclSuccess && first == ncclSuccess) first = w->result;
+  return first;
+}
+
+}  // namespace accl

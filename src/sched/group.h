@@ -1,0 +1,19 @@
+// group.h: ncclGroupStart/End semantics. Calls inside a group (per thread, nestable) are
+// recorded; the outermost end initialises deferred communicators concurrently, then plans
+// and launches every recorded op: NULL-stream work runs in the calling thread, host-stream
+// work is queued on its stream. Outside a group each call is a group of one.
+#pragma once
+#include <functional>
+#include <memory>
+#include "sched/op.h"
+
+namespace accl {
+
+ncclResult_t groupStart();
+ncclResult_t groupEnd();
+bool inGroup();
+ncclResult_t enqueueOp(std::unique_ptr<OpDesc> op);
+// Runs `init` now, or at the outermost group end (concurrently with the group's other inits).
+ncclResult_t deferInit(std::function<ncclResult_t()> init);
+
+}  // namespace accl

@@ -1,0 +1,237 @@
+#include "sched/planner.h"
+#include <algorithm>
+#include <map>
+#include "coll/algorithms.h"
+#include "core/check.h"
+#include "core/param.h"
+#include "sched/tuner.h"
+#include "transports/shm/shm_transport.h"
+
+namespace accl {
+namespace {
+
+size_t pieceBytes(const Comm& c) {
+  size_t piece = static_cast<size_t>(param::chunkSize());
+  size_t cap = c.ringBytes / 4;  // keep two pieces in flight without filling a channel
+  piece = std::min(piece, cap);
+  return std::max<size_t>(piece, 64);
+}
+
+bool isReduction(OpKind k) {
+  return k == OpKind::AllReduce || k == OpKind::Reduce || k == OpKind::ReduceScatter;
+}
+
+// Elements of input this rank contributes, and elements of output it receives.
+size_t inputElems(const OpDesc& op, int n) {
+  return op.kind == OpKind::ReduceScatter || op.kind == OpKind::Scatter || op.kind == OpKind::AlltoAll
+             ? op.count * n
+             : op.count;
+}
+size_t outputElems(const OpDesc& op, int n) {
+  return op.kind == OpKind::AllGather || op.kind == OpKind::Gather || op.kind == OpKind::AlltoAll ? op.count * n
+                                                                                                  : op.count;
+}
+
+void addRecursiveDoubling(Lane& lane, const CollArgs& a, size_t maxBytes) {
+  const size_t esize = dev::typeSize(a.type);
+  const size_t pieceElems = std::max<size_t>(1, maxBytes / esize);
+  for (size_t lo = 0; lo < a.count; lo += pieceElems) {
+    CollArgs p = a;
+    p.src = a.src + lo * esize;
+    p.dst = a.dst + lo * esize;
+    p.count = std::min(pieceElems, a.count - lo);
+    lane.add(makeRecursiveDoublingAllReduce(p));
+  }
+}
+
+void addAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, const Comm& c) {
+  const size_t bytes = op.count * dev::typeSize(op.type);
+  Algo algo = chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks);
+  INFO(kSubsysTuning, "%s: %zu bytes on %d ranks -> %s", opKindName(op.kind), bytes, c.nranks, algoName(algo));
+  switch (op.kind) {
+    case OpKind::AllReduce:
+      if (algo == Algo::Tree) {
+        addRecursiveDoubling(lane, a, c.ringBytes / 2);
+      } else {
+        lane.add(makeRingAllReduce(a));
+      }
+      break;
+    case OpKind::Broadcast:
+      lane.add(algo == Algo::Tree ? makeDirectBroadcast(a) : makeRingBroadcast(a));
+      break;
+    case OpKind::Reduce:
+      lane.add(algo == Algo::Tree ? makeDirectReduce(a) : makeChainReduce(a));
+      break;
+    case OpKind::AllGather: lane.add(makeRingAllGather(a)); break;
+    case OpKind::ReduceScatter: lane.add(makeRingReduceScatter(a)); break;
+    case OpKind::Gather: lane.add(makeDirectGather(a)); break;
+    case OpKind::Scatter: lane.add(makeDirectScatter(a)); break;
+    default: break;
+  }
+}
+
+// One collective (not all-to-all) appended to `lane`: [pre-scale] algorithm [average].
+void addCollective(Lane& lane, CommWork& w, OpDesc& op) {
+  const Comm& c = *op.comm;
+  const int n = c.nranks;
+  const size_t esize = dev::typeSize(op.type);
+  CollArgs a;
+  a.src = static_cast<const char*>(op.sendbuff);
+  a.dst = static_cast<char*>(op.recvbuff);
+  a.count = op.count;
+  a.type = op.type;
+  a.op = op.red;
+  a.root = op.root;
+  a.rank = c.rank;
+  a.nranks = n;
+  a.pieceBytes = pieceBytes(c);
+
+  auto pre = std::make_unique<StepList>();
+  if (op.preMul && isReduction(op.kind)) {
+    size_t inBytes = inputElems(op, n) * esize;
+    w.scratch.push_back(std::make_unique<char[]>(inBytes));
+    Step s = copyStep(a, w.scratch.back().get(), a.src, inBytes);
+    s.kind = Step::Kind::Scale;
+    s.scalar = op.deviceScalar ? op.deviceScalar : op.scalar;
+    pre->push(s);
+    a.src = w.scratch.back().get();
+  }
+  lane.add(std::move(pre));
+
+  if (n == 1) {
+    auto only = std::make_unique<StepList>();
+    only->push(copyStep(a, a.dst, a.src, outputElems(op, n) * esize));
+    lane.add(std::move(only));
+  } else {
+    addAlgorithm(lane, op, a, c);
+  }
+
+  bool hasOutput = op.kind != OpKind::Reduce || c.rank == op.root;
+  if (op.avg && hasOutput) {
+    auto post = std::make_unique<StepList>();
+    Step s = copyStep(a, a.dst, a.dst, outputElems(op, n) * esize);
+    s.kind = Step::Kind::Divide;
+    s.divisor = n;
+    post->push(s);
+    lane.add(std::move(post));
+  }
+}
+
+// Send/receive lanes, one per peer and direction; sends to self pair with receives from self.
+ncclResult_t addPointToPoint(std::vector<Lane>& lanes, const std::vector<OpDesc*>& p2p,
+                             const std::vector<OpDesc*>& alltoall) {
+  std::map<int, std::unique_ptr<StepList>> sends, recvs;
+  std::vector<OpDesc*> selfSends, selfRecvs;
+  auto args = [](const OpDesc& op) {
+    CollArgs a;
+    a.type = op.type;
+    return a;
+  };
+  auto list = [](std::map<int, std::unique_ptr<StepList>>& m, int peer) -> StepList& {
+    auto& l = m[peer];
+    if (!l) l = std::make_unique<StepList>();
+    return *l;
+  };
+  for (OpDesc* op : alltoall) {
+    const Comm& c = *op->comm;
+    const size_t bytes = op->count * dev::typeSize(op->type);
+    const char* src = static_cast<const char*>(op->sendbuff);
+    char* dst = static_cast<char*>(op->recvbuff);
+    for (int p = 0; p < c.nranks; p++) {
+      if (p == c.rank) {
+        list(sends, p).push(copyStep(args(*op), dst + p * bytes, src + p * bytes, bytes));
+        continue;
+      }
+      list(sends, p).push(sendStep(args(*op), p, src + p * bytes, bytes));
+      list(recvs, p).push(recvStep(args(*op), p, dst + p * bytes, bytes));
+    }
+  }
+  for (OpDesc* op : p2p) {
+    const size_t bytes = op->count * dev::typeSize(op->type);
+    if (op->root == op->comm->rank) {
+      (op->kind == OpKind::Send ? selfSends : selfRecvs).push_back(op);
+      continue;
+    }
+    if (op->kind == OpKind::Send) {
+      list(sends, op->root).push(sendStep(args(*op), op->root, static_cast<const char*>(op->sendbuff), bytes));
+    } else {
+      list(recvs, op->root).push(recvStep(args(*op), op->root, static_cast<char*>(op->recvbuff), bytes));
+    }
+  }
+  if (selfSends.size() != selfRecvs.size()) {
+    WARN("rank %d: group has %zu sends to itself but %zu receives from itself; they must pair up",
+         p2p.front()->comm->rank, selfSends.size(), selfRecvs.size());
+    return ncclInvalidUsage;
+  }
+  for (size_t i = 0; i < selfSends.size(); i++) {
+    OpDesc* s = selfSends[i];
+    OpDesc* r = selfRecvs[i];
+    size_t sb = s->count * dev::typeSize(s->type), rb = r->count * dev::typeSize(r->type);
+    if (sb != rb) {
+      WARN("rank %d: send to itself of %zu bytes pairs with a receive of %zu bytes", s->comm->rank, sb, rb);
+      return ncclInvalidUsage;
+    }
+    list(sends, s->comm->rank)
+        .push(copyStep(args(*s), static_cast<char*>(r->recvbuff), static_cast<const char*>(s->sendbuff), sb));
+  }
+  for (auto* m : {&sends, &recvs}) {
+    for (auto& [peer, steps] : *m) {
+      lanes.emplace_back();
+      lanes.back().add(std::move(steps));
+    }
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+const char* opKindName(OpKind k) {
+  switch (k) {
+    case OpKind::AllReduce: return "AllReduce";
+    case OpKind::Broadcast: return "Broadcast";
+    case OpKind::Reduce: return "Reduce";
+    case OpKind::AllGather: return "AllGather";
+    case OpKind::ReduceScatter: return "ReduceScatter";
+    case OpKind::AlltoAll: return "AlltoAll";
+    case OpKind::Gather: return "Gather";
+    case OpKind::Scatter: return "Scatter";
+    case OpKind::Send: return "Send";
+    case OpKind::Recv: return "Recv";
+  }
+  return "?";
+}
+
+ncclResult_t planWork(std::vector<std::unique_ptr<OpDesc>> ops, std::unique_ptr<CommWork>* out) {
+  auto w = std::make_unique<CommWork>();
+  w->comm = ops.front()->comm;
+  std::vector<OpDesc*> p2p;
+  bool collectiveLaneOpen = false;
+  for (auto& op : ops) {
+    switch (op->kind) {
+      case OpKind::Send:
+      case OpKind::Recv: p2p.push_back(op.get()); break;
+      case OpKind::AlltoAll: {
+        w->phases.emplace_back();
+        NCCLCHECK(addPointToPoint(w->phases.back(), {}, {op.get()}));
+        collectiveLaneOpen = false;
+        break;
+      }
+      default:
+        if (!collectiveLaneOpen) {
+          w->phases.emplace_back(1);
+          collectiveLaneOpen = true;
+        }
+        addCollective(w->phases.back().front(), *w, *op);
+        break;
+    }
+  }
+  if (!p2p.empty()) {
+    w->phases.emplace_back();
+    NCCLCHECK(addPointToPoint(w->phases.back(), p2p, {}));
+  }
+  w->ops = std::move(ops);
+  *out = std::move(w);
+  return ncclSuccess;
+}
+
+}  // namespace accl

@@ -1,0 +1,165 @@
+#include "sched/stream.h"
+#include <memory>
+#include <unordered_map>
+#include "core/log.h"
+
+namespace accl {
+namespace {
+
+std::mutex gRegistryMu;
+// Owners of every live stream and event, keyed by the handle users hold.
+std::unordered_map<void*, std::unique_ptr<HostStream>>& streams() {
+  static std::unordered_map<void*, std::unique_ptr<HostStream>> s;
+  return s;
+}
+std::unordered_map<void*, std::unique_ptr<HostEvent>>& events() {
+  static std::unordered_map<void*, std::unique_ptr<HostEvent>> s;
+  return s;
+}
+
+}  // namespace
+
+HostStream::HostStream() : worker_([this] { run(); }) {}
+
+HostStream::~HostStream() {
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    stopping_ = true;
+  }
+  workCv_.notify_all();
+  worker_.join();
+}
+
+void HostStream::enqueue(StreamTask task) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    queue_.push_back(std::move(task));
+    pending_++;
+  }
+  workCv_.notify_one();
+}
+
+void HostStream::run() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    workCv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping and drained
+    StreamTask task = std::move(queue_.front());
+    queue_.pop_front();
+    lk.unlock();
+    ncclResult_t res = task();
+    task = nullptr;  // drop captured references before reporting completion
+    lk.lock();
+    if (res != ncclSuccess && error_ == ncclSuccess) error_ = res;
+    if (--pending_ == 0) idleCv_.notify_all();
+  }
+}
+
+ncclResult_t HostStream::synchronize() {
+  std::unique_lock<std::mutex> lk(mu_);
+  idleCv_.wait(lk, [&] { return pending_ == 0; });
+  return error_;
+}
+
+ncclResult_t HostStream::query() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (error_ != ncclSuccess) return error_;
+  return pending_ == 0 ? ncclSuccess : ncclInProgress;
+}
+
+void HostEvent::record(HostStream* stream) {
+  uint64_t gen;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    gen = ++recorded_;
+  }
+  stream->enqueue([this, gen] {
+    complete(gen);
+    return ncclSuccess;
+  });
+}
+
+void HostEvent::complete(uint64_t gen) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (gen > completed_) completed_ = gen;
+  }
+  cv_.notify_all();
+}
+
+void HostEvent::waitFor(uint64_t gen) {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait(lk, [&] { return completed_ >= gen; });
+}
+
+ncclResult_t HostEvent::query() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return completed_ >= recorded_ ? ncclSuccess : ncclInProgress;
+}
+
+void HostEvent::synchronize() {
+  uint64_t gen;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    gen = recorded_;
+  }
+  waitFor(gen);
+}
+
+void HostEvent::makeWait(HostStream* stream) {
+  uint64_t gen;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    gen = recorded_;
+  }
+  stream->enqueue([this, gen] {
+    waitFor(gen);
+    return ncclSuccess;
+  });
+}
+
+HostStream* lookupHostStream(cudaStream_t s) {
+  std::lock_guard<std::mutex> lk(gRegistryMu);
+  auto it = streams().find(s);
+  return it == streams().end() ? nullptr : it->second.get();
+}
+
+bool isHostEvent(ncclHostEvent* e) {
+  std::lock_guard<std::mutex> lk(gRegistryMu);
+  return events().count(e) != 0;
+}
+
+HostStream* createHostStream() {
+  auto s = std::make_unique<HostStream>();
+  HostStream* raw = s.get();
+  std::lock_guard<std::mutex> lk(gRegistryMu);
+  streams()[raw] = std::move(s);
+  return raw;
+}
+
+void destroyHostStream(HostStream* s) {
+  std::unique_ptr<HostStream> owned;
+  {
+    std::lock_guard<std::mutex> lk(gRegistryMu);
+    auto node = streams().extract(s);
+    if (!node.empty()) owned = std::move(node.mapped());
+  }
+  // `owned` joins the worker here, outside the registry lock.
+}
+
+HostEvent* createHostEvent() {
+  auto e = std::make_unique<HostEvent>();
+  HostEvent* raw = e.get();
+  std::lock_guard<std::mutex> lk(gRegistryMu);
+  events()[raw] = std::move(e);
+  return raw;
+}
+
+void destroyHostEvent(HostEvent* e) {
+  std::unique_ptr<HostEvent> owned;
+  std::lock_guard<std::mutex> lk(gRegistryMu);
+  auto node = events().extract(e);
+  if (!node.empty()) owned = std::move(node.mapped());
+}
+
+}  // namespace accl

@@ -1,0 +1,65 @@
+// stream.h: host streams and events (the host backend's cudaStream_t / cudaEvent_t). A
+// stream is an in-order queue served by its own worker thread, which sleeps when idle.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include "nccl.h"
+
+struct ncclHostEvent;  // accl.h handle type (global namespace)
+
+namespace accl {
+
+using StreamTask = std::function<ncclResult_t()>;
+
+class HostStream {
+ public:
+  HostStream();
+  ~HostStream();  // drains the queue, then joins the worker
+  void enqueue(StreamTask task);
+  ncclResult_t synchronize();
+  // ncclSuccess when idle, ncclInProgress while work is pending, or the sticky error.
+  ncclResult_t query();
+
+ private:
+  void run();
+  std::mutex mu_;
+  std::condition_variable workCv_;
+  std::condition_variable idleCv_;
+  std::deque<StreamTask> queue_;
+  uint64_t pending_ = 0;
+  bool stopping_ = false;
+  ncclResult_t error_ = ncclSuccess;
+  std::thread worker_;
+};
+
+class HostEvent {
+ public:
+  void record(HostStream* stream);
+  ncclResult_t query();
+  void synchronize();
+  // Makes `stream` wait (in order) until the latest record() of this event has completed.
+  void makeWait(HostStream* stream);
+
+ private:
+  void complete(uint64_t gen);
+  void waitFor(uint64_t gen);
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t recorded_ = 0;
+  uint64_t completed_ = 0;
+};
+
+// Host streams are validated through a registry so that a CUDA stream or garbage pointer
+// is rejected with a clear error rather than dereferenced.
+HostStream* lookupHostStream(cudaStream_t s);
+bool isHostEvent(::ncclHostEvent* e);
+HostStream* createHostStream();
+void destroyHostStream(HostStream* s);
+HostEvent* createHostEvent();
+void destroyHostEvent(HostEvent* e);
+
+}  // namespace accl

@@ -1,0 +1,56 @@
+// work.h: what the executor runs. A CommWork is one communicator's share of a group: a
+// list of phases run one after another; the lanes of a phase run concurrently (a p2p batch
+// has one lane per peer and direction; a collective has one lane).
+#pragma once
+#include <memory>
+#include <vector>
+#include "coll/step.h"
+#include "core/comm.h"
+#include "sched/op.h"
+
+namespace accl {
+
+class Lane {
+ public:
+  void add(std::unique_ptr<StepSource> src) { sources_.push_back(std::move(src)); }
+  bool empty() const { return sources_.empty(); }
+
+  // Moves as far as the channels allow. *progressed is set when anything moved.
+  ncclResult_t advance(Comm& comm, bool* progressed);
+  bool finished() const { return finished_; }
+  // For logs and hang reports: the step this lane waits on.
+  const Step* current() const { return hasCur_ ? &cur_ : nullptr; }
+
+ private:
+  enum class StepState { Blocked, Moved, Done };
+  ncclResult_t runStep(Comm& comm, StepState* state);
+  bool alignSend(SendChannel* ch);
+  bool alignRecv(RecvChannel* ch);
+
+  std::vector<std::unique_ptr<StepSource>> sources_;
+  size_t sourceIdx_ = 0;
+  Step cur_;
+  bool hasCur_ = false;
+  bool finished_ = false;
+  size_t done_ = 0;
+  bool sendAligned_ = false;
+  bool recvAligned_ = false;
+};
+
+struct CommWork {
+  std::shared_ptr<Comm> comm;
+  uint64_t ticket = 0;
+  std::vector<std::vector<Lane>> phases;
+  size_t phase = 0;
+  bool started = false;
+  bool finished = false;
+  ncclResult_t result = ncclSuccess;
+  std::vector<std::unique_ptr<OpDesc>> ops;            // steps point into these (scalars)
+  std::vector<std::unique_ptr<char[]>> scratch;        // pre-scaled PreMulSum inputs
+};
+
+// Runs all works to completion (or failure) in the calling thread, interleaving them so no
+// work waits on another. Returns the first error.
+ncclResult_t executeWorks(std::vector<std::unique_ptr<CommWork>>& works);
+
+}  // namespace accl

@@ -1,0 +1,31 @@
+// host_identity.cc: which ranks share a host. Boot id alone is not enough: two pods on one
+// node share it but not their network namespace, and cannot share memory as one host.
+#include <sys/stat.h>
+#include <fstream>
+#include <string>
+#include "core/param.h"
+#include "topo/ifaces.h"
+
+namespace accl::topo {
+
+std::string hostIdentity() {
+  std::string override = param::hostId();
+  if (!override.empty()) return override;
+  std::string bootId;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> bootId;
+  struct stat st {};
+  unsigned long long netns = stat("/proc/self/ns/net", &st) == 0 ? st.st_ino : 0;
+  return bootId + ":" + std::to_string(netns);
+}
+
+uint64_t hostHash() {
+  // FNV-1a: stable across processes and builds (std::hash is not guaranteed to be).
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char c : hostIdentity()) {
+    hash ^= c;
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
+
+}  // namespace accl::topo

@@ -1,0 +1,283 @@
+// Unit tests of the perf harness pieces that need no working collectives: option parsing,
+// size sweeps, number fitting and table layout, data patterns and expected values, busbw
+// factors and layouts of every collective, JSON quoting.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "collectives/registry.h"
+#include "harness/data_pattern.h"
+#include "harness/datatype.h"
+#include "harness/json_report.h"
+#include "harness/options.h"
+#include "harness/sweep.h"
+#include "harness/table_format.h"
+
+namespace accl::perf {
+namespace {
+
+ParseResult parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "all_reduce_perf");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return parseOptions(static_cast<int>(args.size()), argv.data());
+}
+
+TEST(PerfOptions, DefaultsMatchNcclTests) {
+  const Options o = parse({}).options;
+  EXPECT_EQ(o.nThreads, 1);
+  EXPECT_EQ(o.nGpus, 1);
+  EXPECT_EQ(o.minBytes, 32u << 20);
+  EXPECT_EQ(o.maxBytes, 32u << 20);
+  EXPECT_EQ(o.stepBytes, 1u << 20);
+  EXPECT_EQ(o.stepFactor, 1u);
+  EXPECT_EQ(o.iters, 20);
+  EXPECT_EQ(o.warmupIters, 1);
+  EXPECT_EQ(o.check, 1);
+  EXPECT_EQ(o.average, 1);
+  EXPECT_EQ(o.types, std::vector<ncclDataType_t>{ncclFloat32});
+}
+
+TEST(PerfOptions, ShortAndLongFormsSetTheSameFields) {
+  const ParseResult s = parse({"-b", "8", "-e", "1M", "-f", "2", "-g", "2", "-t", "3", "-n", "5", "-w", "0", "-c",
+                               "0", "-o", "max", "-d", "int32", "-r", "1", "-z", "1", "-a", "3", "-m", "2", "-p", "1",
+                               "-N", "2", "-C", "1", "-R", "1", "-J", "out.json"});
+  ASSERT_TRUE(s.error.empty()) << s.error;
+  const ParseResult l = parse({"--minbytes", "8", "--maxbytes", "1M", "--stepfactor", "2", "--ngpus", "2",
+                               "--nthreads", "3", "--iters", "5", "--warmup_iters", "0", "--check", "0", "--op", "max",
+                               "--datatype", "int32", "--root", "1", "--blocking", "1", "--average", "3",
+                               "--agg_iters", "2", "--parallel_init", "1", "--run_cycles", "2", "--report_cputime",
+                               "1", "--local_register", "1", "--json", "out.json"});
+  ASSERT_TRUE(l.error.empty()) << l.error;
+  for (const Options* o : {&s.options, &l.options}) {
+    EXPECT_EQ(o->minBytes, 8u);
+    EXPECT_EQ(o->maxBytes, 1u << 20);
+    EXPECT_EQ(o->stepFactor, 2u);
+    EXPECT_EQ(o->nGpus, 2);
+    EXPECT_EQ(o->nThreads, 3);
+    EXPECT_EQ(o->iters, 5);
+    EXPECT_EQ(o->warmupIters, 0);
+    EXPECT_EQ(o->check, 0);
+    EXPECT_EQ(o->ops, std::vector<ReduceOp>{ReduceOp::kMax});
+    EXPECT_EQ(o->types, std::vector<ncclDataType_t>{ncclInt32});
+    EXPECT_EQ(o->root, 1);
+    EXPECT_EQ(o->blocking, 1);
+    EXPECT_EQ(o->average, 3);
+    EXPECT_EQ(o->aggIters, 2);
+    EXPECT_EQ(o->parallelInit, 1);
+    EXPECT_EQ(o->runCycles, 2);
+    EXPECT_EQ(o->reportCpuTime, 1);
+    EXPECT_EQ(o->localRegister, 1);
+    EXPECT_EQ(o->jsonPath, "out.json");
+  }
+  EXPECT_EQ(parse({"--output_file", "x.json"}).options.jsonPath, "x.json");
+}
+
+TEST(PerfOptions, SizesTakeBinarySuffixesAndFractions) {
+  EXPECT_EQ(parseSize("8"), 8u);
+  EXPECT_EQ(parseSize("1K"), 1024u);
+  EXPECT_EQ(parseSize("1k"), 1024u);
+  EXPECT_EQ(parseSize("2M"), 2u << 20);
+  EXPECT_EQ(parseSize("1G"), 1u << 30);
+  EXPECT_EQ(parseSize("1.5K"), 1536u);
+  EXPECT_FALSE(parseSize("abc").has_value());
+  EXPECT_FALSE(parseSize("1X").has_value());
+  EXPECT_FALSE(parseSize("").has_value());
+}
+
+TEST(PerfOptions, BadInputIsAnErrorAndAllExpands) {
+  EXPECT_FALSE(parse({"-b", "1M", "-e", "8"}).error.empty());
+  EXPECT_FALSE(parse({"-b", "12Q"}).error.empty());
+  EXPECT_FALSE(parse({"-o", "xor"}).error.empty());
+  EXPECT_FALSE(parse({"--bogus", "1"}).error.empty());
+  EXPECT_TRUE(parse({"-h"}).helpRequested);
+  EXPECT_EQ(parse({"-o", "all"}).options.ops.size(), 6u);
+  EXPECT_EQ(parse({"-d", "all"}).options.types.size(), 12u);
+  const ParseResult unknownType = parse({"-d", "complex"});
+  EXPECT_TRUE(unknownType.error.empty());
+  EXPECT_EQ(unknownType.options.types, std::vector<ncclDataType_t>{ncclFloat32});
+}
+
+TEST(PerfSweep, FactorMultipliesAndStepAdds) {
+  EXPECT_EQ(sweepSizes(8, 64, 1 << 20, 2), (std::vector<size_t>{8, 16, 32, 64}));
+  EXPECT_EQ(sweepSizes(8, 1 << 20, 0, 4), (std::vector<size_t>{8, 32, 128, 512, 2048, 8192, 32768, 131072, 524288}));
+  EXPECT_EQ(sweepSizes(100, 350, 100, 1), (std::vector<size_t>{100, 200, 300}));
+  EXPECT_EQ(sweepSizes(64, 64, 0, 1), (std::vector<size_t>{64}));  // zero step: one size
+  EXPECT_EQ(warmupSizes(8, 40), (std::vector<size_t>{8, 16, 32}));
+}
+
+TEST(PerfTable, NumbersFitTheirColumnLikeNcclTests) {
+  EXPECT_EQ(fitNumber(12.345, 7), "  12.35");
+  EXPECT_EQ(fitNumber(1234.56, 7), "1234.56");
+  EXPECT_EQ(fitNumber(12345.6, 7), "12345.6");
+  EXPECT_EQ(fitNumber(123456.7, 7), " 123457");
+  EXPECT_EQ(fitNumber(12345678.0, 7), "1.2e+07");
+  EXPECT_EQ(fitNumber(0.0, 6), "  0.00");
+  EXPECT_EQ(fitNumber(47.56, 6), " 47.56");
+  EXPECT_EQ(fitNumber(123.45, 6), "123.45");
+  EXPECT_EQ(fitNumber(1234.5, 6), "1234.5");
+  EXPECT_EQ(fitNumber(1234567.0, 6), " 1e+06");
+}
+
+TEST(PerfTable, RowAndHeaderLayoutMatchNcclTests) {
+  const std::string row = rowPreamble(33554432, 8388608, "float", "sum", -1) + rowBody(1234.56, 27.18, 47.56, 0) +
+                          rowBody(1230.10, 27.28, 47.74, 0);
+  EXPECT_EQ(row,
+            "    33554432       8388608     float     sum      -1  1234.56   27.18   47.56       0  1230.10   27.28   "
+            "47.74       0");
+  EXPECT_EQ(rowBody(1.0, 2.0, 3.0, -1), "     1.00    2.00    3.00    N/A");
+  const std::string header = tableHeader(false, false);
+  EXPECT_NE(header.find("#       size         count      type   redop    root     time   algbw   busbw  #wrong     "
+                        "time   algbw   busbw  #wrong \n"),
+            std::string::npos);
+  EXPECT_NE(header.find("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             "
+                        "(us)  (GB/s)  (GB/s)         \n"),
+            std::string::npos);
+  EXPECT_NE(tableHeader(true, false).find("cputime"), std::string::npos);
+  EXPECT_EQ(footerText("all_reduce_perf", 0, 47.6512, -1),
+            "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 47.6512 \n#\n"
+            "# Collective test concluded: all_reduce_perf\n#\n");
+  EXPECT_EQ(deviceLine(0, 0, 12345, "hostname", 0, "NVIDIA H200"),
+            "#  Rank  0 Group  0 Pid  12345 on   hostname device  0 [0000:00:00] NVIDIA H200\n");
+}
+
+TEST(PerfTable, PreambleNamesStepKind) {
+  Options o;
+  o.minBytes = 8;
+  o.maxBytes = 64;
+  EXPECT_NE(preambleText("all_reduce_perf", o, 22707, 22707)
+                .find("# nThread 1 nGpus 1 minBytes 8 maxBytes 64 step: 1048576(bytes) warmup iters: 1 iters: 20 agg "
+                      "iters: 1 validation: 1 graph: 0 unalign: 0\n"),
+            std::string::npos);
+  o.stepFactor = 2;
+  EXPECT_NE(preambleText("all_reduce_perf", o, 1, 1).find("step: 2(factor)"), std::string::npos);
+}
+
+TEST(PerfDatatype, NarrowFloatsEncodeExactly) {
+  unsigned char b[8];
+  auto bits16 = [&](ncclDataType_t t, double v) {
+    encodeValue(t, v, b);
+    uint16_t x;
+    std::memcpy(&x, b, 2);
+    return x;
+  };
+  EXPECT_EQ(bits16(ncclFloat16, 1.0), 0x3C00);
+  EXPECT_EQ(bits16(ncclFloat16, 2048.0), 0x6800);
+  EXPECT_EQ(bits16(ncclFloat16, -2.5), 0xC100);
+  EXPECT_EQ(bits16(ncclBfloat16, 1.0), 0x3F80);
+  EXPECT_EQ(bits16(ncclBfloat16, 3.0), 0x4040);
+  encodeValue(ncclFloat8e4m3, 1.0, b);
+  EXPECT_EQ(b[0], 0x38);
+  encodeValue(ncclFloat8e4m3, 448.0, b);
+  EXPECT_EQ(b[0], 0x7E);
+  encodeValue(ncclFloat8e5m2, 1.0, b);
+  EXPECT_EQ(b[0], 0x3C);
+  encodeValue(ncclFloat8e5m2, 57344.0, b);
+  EXPECT_EQ(b[0], 0x7B);
+  // Round to nearest even: 1 + 1/16 is a tie between 1 and 1.125 in e4m3.
+  encodeValue(ncclFloat8e4m3, 1.0625, b);
+  EXPECT_EQ(b[0], 0x38);
+  encodeValue(ncclInt8, -1.0, b);
+  EXPECT_EQ(b[0], 0xFF);
+}
+
+TEST(PerfDatatype, UlpDistanceCountsNeighbours) {
+  float a = 1.0f, b = std::nextafter(std::nextafter(1.0f, 2.0f), 2.0f);
+  EXPECT_EQ(ulpDistance(ncclFloat32, &a, &a), 0u);
+  EXPECT_EQ(ulpDistance(ncclFloat32, &a, &b), 2u);
+  int32_t x = 3, y = 4;
+  EXPECT_GT(ulpDistance(ncclInt32, &x, &y), 2u);
+}
+
+TEST(PerfDataPattern, SumsStayExactForEveryTypeAndRankCount) {
+  for (ncclDataType_t type : allTypes()) {
+    for (int n : {1, 2, 3, 8, 64}) {
+      for (ReduceOp op : allOps()) {
+        const DataPattern p(type, op, true, n, 7);
+        for (size_t i = 0; i < 200; ++i) {
+          const double r = p.reduced(i);
+          if (op == ReduceOp::kAvg) continue;
+          EXPECT_LE(r, static_cast<double>(exactIntegerLimit(type))) << typeName(type) << " n=" << n;
+          EXPECT_EQ(r, std::floor(r));
+        }
+      }
+    }
+  }
+}
+
+TEST(PerfDataPattern, SeedsChangeTheData) {
+  const DataPattern a(ncclFloat32, ReduceOp::kSum, true, 4, 1), b(ncclFloat32, ReduceOp::kSum, true, 4, 2);
+  int differ = 0;
+  for (size_t i = 0; i < 100; ++i) differ += a.input(1, i) != b.input(1, i);
+  EXPECT_GT(differ, 50);
+}
+
+TEST(PerfCollectives, BusBandwidthFactorsMatchNcclTests) {
+  const int n = 4;
+  EXPECT_DOUBLE_EQ(allReduceCollective().busBwFactor(n), 2.0 * 3 / 4);
+  for (const Collective* c : {&allGatherCollective(), &reduceScatterCollective(), &allToAllCollective(),
+                              &gatherCollective(), &scatterCollective()})
+    EXPECT_DOUBLE_EQ(c->busBwFactor(n), 3.0 / 4) << c->name();
+  for (const Collective* c : {&broadcastCollective(), &reduceCollective(), &sendRecvCollective(),
+                              &hypercubeCollective()})
+    EXPECT_DOUBLE_EQ(c->busBwFactor(n), 1.0) << c->name();
+}
+
+TEST(PerfCollectives, CountsAndInPlaceLayouts) {
+  // all_gather: rounded per-rank count, size = n*c*E, in place send = recv + rank*c.
+  Layout l = allGatherCollective().layout(1 << 20, 4, 4, 2);
+  EXPECT_EQ(l.count, 65536u);
+  EXPECT_EQ(l.sizeBytes, 1u << 20);
+  EXPECT_EQ(l.inPlaceSendOffset, 2 * 65536u);
+  // Rounded down to 16-byte blocks: 1000 B / 4 B / 3 ranks = 83 -> 80 elements.
+  EXPECT_EQ(allGatherCollective().layout(1000, 4, 3, 0).count, 80u);
+  EXPECT_EQ(allGatherCollective().layout(8, 4, 2, 0).count, 0u);
+  l = reduceScatterCollective().layout(1 << 20, 4, 4, 3);
+  EXPECT_EQ(l.sendElems, 4 * l.count);
+  EXPECT_EQ(l.inPlaceRecvOffset, 3 * l.count);
+  l = allReduceCollective().layout(1000, 4, 3, 0);
+  EXPECT_EQ(l.count, 250u);
+  EXPECT_EQ(l.sizeBytes, 1000u);
+  l = hypercubeCollective().layout(1 << 20, 4, 4, 0);
+  EXPECT_EQ(l.algBytes, 3 * l.count * 4);
+  EXPECT_EQ(l.sizeBytes, 4 * l.count * 4);
+  EXPECT_EQ(hypercubeCollective().phases(8), 3);
+  EXPECT_FALSE(hypercubeCollective().unsupportedReason(3).empty());
+  EXPECT_TRUE(hypercubeCollective().unsupportedReason(4).empty());
+}
+
+TEST(PerfCollectives, RegistryKnowsEveryBinary) {
+  std::set<std::string> names;
+  for (const Collective* c : allCollectives()) names.insert(c->name());
+  EXPECT_EQ(names, (std::set<std::string>{"all_reduce_perf", "all_gather_perf", "broadcast_perf", "reduce_perf",
+                                          "reduce_scatter_perf", "sendrecv_perf", "alltoall_perf", "gather_perf",
+                                          "scatter_perf", "hypercube_perf"}));
+  EXPECT_EQ(findCollective("all_reduce_perf"), &allReduceCollective());
+  EXPECT_EQ(findCollective("nope"), nullptr);
+}
+
+TEST(PerfCollectives, ExpectedResultsFollowTheDataMovement) {
+  const int n = 4;
+  const DataPattern p(ncclInt32, ReduceOp::kSum, false, n, 3);
+  const Layout l = allToAllCollective().layout(n * 16 * 4, 4, n, 1);
+  // Rank 1's block from peer 2 is peer 2's block 1.
+  EXPECT_EQ(allToAllCollective().expected(p, l, 1, n, -1, 2 * l.count + 5), p.input(2, l.count + 5));
+  EXPECT_EQ(sendRecvCollective().expected(p, l, 0, n, -1, 7), p.input(3, 7));
+  EXPECT_EQ(scatterCollective().expected(p, l, 2, n, 1, 3), p.input(1, 2 * scatterCollective().layout(n * 16 * 4, 4, n, 2).count + 3));
+  EXPECT_TRUE(reduceCollective().checksRank(2, 2));
+  EXPECT_FALSE(reduceCollective().checksRank(1, 2));
+}
+
+TEST(PerfJson, QuotesAndNumbers) {
+  EXPECT_EQ(jsonQuote("a\"b\\c\n"), "\"a\\\"b\\\\c\\n\"");
+  EXPECT_EQ(jsonNumber(NAN), "null");
+  EXPECT_EQ(jsonNumber(1.5), "1.500000");
+}
+
+}  // namespace
+}  // namespace accl::perf

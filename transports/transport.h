@@ -1,0 +1,55 @@
+// transport.h: the seam between algorithms and transports. A connection to a peer is two
+// byte rings: SendChannel (we write) and RecvChannel (we read). Both sides see the same byte
+// stream in the same order, so plans never frame messages. All calls are non-blocking; the
+// executor (src/sched/executor.cc) drives them and decides how to wait.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include "nccl.h"
+
+namespace accl {
+
+struct Doorbell;
+
+class SendChannel {
+ public:
+  virtual ~SendChannel() = default;
+  // Contiguous writable space at the tail; *avail == 0 means full for now.
+  // An error means the connection is gone (peer died, aborted or closed).
+  virtual ncclResult_t acquire(void** buf, size_t* avail) = 0;
+  // Publishes n bytes written into the space returned by acquire().
+  virtual void commit(size_t n) = 0;
+  // Moves staged bytes towards the peer (sockets); no-op for shared memory.
+  virtual ncclResult_t progress() { return ncclSuccess; }
+  // True while committed bytes are still only staged locally (sockets).
+  virtual bool pendingLocal() const { return false; }
+  virtual int fd() const { return -1; }  // for poll(); -1 if none
+  // Bytes committed so far; both ends count the same stream, so steps can align to it.
+  virtual uint64_t position() const = 0;
+};
+
+class RecvChannel {
+ public:
+  virtual ~RecvChannel() = default;
+  // Contiguous readable bytes at the head; *avail == 0 means nothing yet.
+  virtual ncclResult_t peek(const void** buf, size_t* avail) = 0;
+  // Frees n bytes at the head for the sender.
+  virtual void release(size_t n) = 0;
+  virtual ncclResult_t progress() { return ncclSuccess; }
+  virtual int fd() const { return -1; }
+  // Bytes released so far (see SendChannel::position).
+  virtual uint64_t position() const = 0;
+};
+
+// Per-peer pair of channels plus teardown.
+class PeerConnection {
+ public:
+  virtual ~PeerConnection() = default;
+  virtual SendChannel* send() = 0;
+  virtual RecvChannel* recv() = 0;
+  // Marks the connection dead in both directions so the peer's waits fail promptly.
+  virtual void close() = 0;
+  virtual const char* transportName() const = 0;
+};
+
+}  // namespace accl
