@@ -1,5 +1,6 @@
 // bootstrap.cc: a connected Bootstrap: ring allGather/barrier, neighbour liveness, abort,
 // and sorting the connections other ranks open to our listener.
+#include <sys/socket.h>
 #include <cstring>
 #include "bootstrap/bootstrap_impl.h"
 #include "core/check.h"
@@ -8,7 +9,16 @@
 namespace accl {
 
 Bootstrap::Bootstrap(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Bootstrap::~Bootstrap() = default;
+// A graceful exit leaves a byte on the ring sockets before they close, so a neighbour that
+// is still waiting on other peers never mistakes our orderly departure for a crash
+// (closedNeighbour() reports only a bare EOF, which is what a killed process leaves).
+Bootstrap::~Bootstrap() {
+  if (!impl_ || impl_->aborted) return;
+  const char goodbye = 'G';
+  for (const net::Socket* s : {&impl_->ringPrev, &impl_->ringNext}) {
+    if (s->valid()) (void)::send(s->fd(), &goodbye, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+}
 
 int Bootstrap::rank() const { return impl_->rank; }
 int Bootstrap::nranks() const { return impl_->nranks; }

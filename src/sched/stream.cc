@@ -1,10 +1,27 @@
 #include "sched/stream.h"
 #include <memory>
 #include <unordered_map>
+#include <sched.h>
+#include <chrono>
 #include "core/log.h"
 
 namespace accl {
 namespace {
+
+// Spins (pause, then yield so runnable ranks get the core) for up to ~60 us until pred().
+template <typename Pred>
+bool spinUntil(Pred pred) {
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0;; i++) {
+    if (pred()) return true;
+    if (i < 256) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(60)) return false;
+    sched_yield();
+  }
+}
 
 std::mutex gRegistryMu;
 // Owners of every live stream and event, keyed by the handle users hold.
@@ -34,7 +51,8 @@ void HostStream::enqueue(StreamTask task) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     queue_.push_back(std::move(task));
-    pending_++;
+    pending_.fetch_add(1);
+    queued_.fetch_add(1);
   }
   workCv_.notify_one();
 }
@@ -42,22 +60,29 @@ void HostStream::enqueue(StreamTask task) {
 void HostStream::run() {
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
+    if (queue_.empty() && !stopping_) {
+      lk.unlock();
+      spinUntil([&] { return queued_.load(std::memory_order_acquire) != 0; });
+      lk.lock();
+    }
     workCv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping and drained
     StreamTask task = std::move(queue_.front());
     queue_.pop_front();
+    queued_.fetch_sub(1);
     lk.unlock();
     ncclResult_t res = task();
     task = nullptr;  // drop captured references before reporting completion
     lk.lock();
     if (res != ncclSuccess && error_ == ncclSuccess) error_ = res;
-    if (--pending_ == 0) idleCv_.notify_all();
+    if (pending_.fetch_sub(1) == 1) idleCv_.notify_all();
   }
 }
 
 ncclResult_t HostStream::synchronize() {
+  spinUntil([&] { return pending_.load(std::memory_order_acquire) == 0; });
   std::unique_lock<std::mutex> lk(mu_);
-  idleCv_.wait(lk, [&] { return pending_ == 0; });
+  idleCv_.wait(lk, [&] { return pending_.load() == 0; });
   return error_;
 }
 
