@@ -4,6 +4,8 @@
 #include "api/api.h"
 #include "core/check.h"
 #include "core/init.h"
+#include "core/param.h"
+#include "sched/work.h"
 #include "sched/group.h"
 
 namespace accl {
@@ -24,6 +26,7 @@ ncclResult_t createComm(const char* fn, ncclComm_t* out, int nranks, const ncclU
   }
   Config cfg;
   NCCLCHECK(parseConfig(config, inherit, &cfg));
+  if (param::hangReportSignal()) installHangReportSignal();
 
   auto impl = std::make_shared<Comm>();
   impl->config = cfg;

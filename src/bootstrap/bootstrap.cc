@@ -87,6 +87,13 @@ std::vector<int> Bootstrap::neighbourFds() const {
   return fds;
 }
 
+void Bootstrap::closeRing() {
+  Impl& b = *impl_;
+  std::lock_guard<std::mutex> lock(b.socketsMu);
+  b.ringNext.shutdownBoth();
+  b.ringPrev.shutdownBoth();
+}
+
 void Bootstrap::abort() {
   Impl& b = *impl_;
   b.aborted = true;

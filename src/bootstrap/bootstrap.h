@@ -61,6 +61,9 @@ class Bootstrap {
   std::vector<int> neighbourFds() const;
   // Shuts down all sockets so blocked calls return and neighbours see EOF.
   void abort();
+  // Shuts down only the ring connections: neighbours see EOF (and cascade the failure), but
+  // the listener keeps serving send/recv, so survivors can still agree on ncclCommShrink.
+  void closeRing();
 
   struct Impl;
  private:

@@ -28,7 +28,10 @@ void Comm::fail(ncclResult_t err) {
   if (asyncError.compare_exchange_strong(expected, err)) {
     WARN("rank %d of %d: communicator failed with \"%s\"; closing its connections so peers stop waiting", rank,
          nranks, pncclGetErrorString(err));
-    closeTransports();
+    for (auto& c : conns)
+      if (c) c->close();
+    if (bootstrap) bootstrap->closeRing();
+    ringDoorbell(bell());
   }
 }
 

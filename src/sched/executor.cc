@@ -50,6 +50,10 @@ bool socketsPending(Comm& c) {
   return false;
 }
 
+int64_t nowUsec() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
+}
+
 // One pass over every unfinished work. Returns true if anything moved.
 bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) {
   bool progressed = false;
@@ -59,6 +63,18 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
     if (w.finished) continue;
     *allDone = false;
     Comm& c = *w.comm;
+    bool workMoved = false;
+    struct MarkProgress {  // stamps the work's progress clock when anything moved this pass
+      CommWork& w;
+      bool& moved;
+      bool& any;
+      ~MarkProgress() {
+        if (moved) {
+          w.lastProgressUsec = nowUsec();
+          any = true;
+        }
+      }
+    } mark{w, workMoved, progressed};
     if (!w.started) {
       if (c.doneTicket.load(std::memory_order_acquire) != w.ticket) continue;
       if (c.abortFlag.load() || c.revoked.load() || c.asyncError.load() != ncclSuccess) {
@@ -68,17 +84,18 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
              : c.revoked.load() ? "was revoked"
                                 : "has a pending error from an earlier failure");
         finishWork(w, err != ncclSuccess ? static_cast<ncclResult_t>(err) : ncclInvalidUsage);
-        progressed = true;
+        workMoved = true;
         continue;
       }
       w.started = true;
       c.inFlight.fetch_add(1);
-      progressed = true;
+      workMoved = true;
     }
     if (c.abortFlag.load(std::memory_order_relaxed) || c.revoked.load(std::memory_order_relaxed)) {
-      WARN("rank %d: operation interrupted by %s", c.rank, c.abortFlag.load() ? "ncclCommAbort" : "ncclCommRevoke");
+      WARN("rank %d: operation interrupted by %s\n%s", c.rank,
+           c.abortFlag.load() ? "ncclCommAbort" : "ncclCommRevoke", hangReport(w, nowUsec()).c_str());
       finishWork(w, ncclInvalidUsage);
-      progressed = true;
+      workMoved = true;
       continue;
     }
     ncclResult_t res = progressSockets(c);
@@ -86,13 +103,13 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
       bool phaseDone = true;
       for (Lane& lane : w.phases[w.phase]) {
         if (lane.finished()) continue;
-        res = lane.advance(c, &progressed);
+        res = lane.advance(c, &workMoved);
         if (res != ncclSuccess) break;
         if (!lane.finished()) phaseDone = false;
       }
       if (res != ncclSuccess || !phaseDone) break;
       w.phase++;
-      progressed = true;
+      workMoved = true;
     }
     if (res == ncclSuccess && w.phase == w.phases.size()) {
       res = progressSockets(c);
@@ -100,7 +117,7 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
     }
     if (res != ncclSuccess || w.phase == w.phases.size()) {
       finishWork(w, res);
-      progressed = true;
+      workMoved = true;
     }
   }
   return progressed;
@@ -158,6 +175,31 @@ int onlineCores() {
   return n > 0 ? n : 1;
 }
 
+// Timeouts and hang reports, checked only while blocked.
+void checkHangs(std::vector<std::unique_ptr<CommWork>>& works, uint64_t* seenReports) {
+  static const int64_t timeoutUsec = param::timeoutSec() * 1000000;
+  static const int64_t warnUsec = param::hangWarnSec() * 1000000;
+  const int64_t now = nowUsec();
+  const uint64_t requests = hangReportRequests();
+  const bool requested = requests != *seenReports;
+  *seenReports = requests;
+  for (auto& wp : works) {
+    CommWork& w = *wp;
+    if (w.finished) continue;
+    const int64_t stalled = now - w.lastProgressUsec;
+    // A work still queued behind its communicator's previous op is timed out through that op.
+    if (timeoutUsec > 0 && stalled >= timeoutUsec && w.started) {
+      WARN("ACCL_TIMEOUT=%lld s expired without progress; failing the operation\n%s",
+           static_cast<long long>(timeoutUsec / 1000000), hangReport(w, now).c_str());
+      finishWork(w, ncclRemoteError);
+    } else if (requested || (warnUsec > 0 && stalled >= warnUsec && !w.hangReported)) {
+      w.hangReported = w.hangReported || !requested;
+      WARN("%s%s", requested ? "" : "no progress for ACCL_HANG_WARN seconds (still waiting)\n",
+           hangReport(w, now).c_str());
+    }
+  }
+}
+
 }  // namespace
 
 ncclResult_t executeWorks(std::vector<std::unique_ptr<CommWork>>& works) {
@@ -173,6 +215,8 @@ ncclResult_t executeWorks(std::vector<std::unique_ptr<CommWork>>& works) {
   if (yieldUsec < 0) yieldUsec = oversubscribed ? 200 : 0;
   const int64_t peerCheckUsec = param::peerCheckMsec() * 1000;
 
+  for (auto& w : works) w->lastProgressUsec = nowUsec();
+  uint64_t seenReports = hangReportRequests();
   Clock::time_point idleSince;
   Clock::time_point lastPeerCheck = Clock::now();
   bool idle = false;
@@ -200,6 +244,7 @@ ncclResult_t executeWorks(std::vector<std::unique_ptr<CommWork>>& works) {
       lastPeerCheck = Clock::now();
       if (checkPeers(works)) continue;
     }
+    checkHangs(works, &seenReports);
     WaitPlan plan = planWait(works);
     std::vector<uint32_t> seqs(plan.bells.size());
     enterDoorbells(plan.bells.data(), static_cast<int>(plan.bells.size()), seqs.data());

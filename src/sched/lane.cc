@@ -46,6 +46,9 @@ ncclResult_t Lane::runStep(Comm& comm, StepState* state) {
   const size_t esize = dev::typeSize(s.type);
   const size_t remaining = s.bytes - done_;
   *state = StepState::Blocked;
+  // Until the step moves, it waits on its peers; narrowed below where we know which side.
+  waitRecv_ = s.recvPeer;
+  waitSend_ = s.sendPeer;
   switch (s.kind) {
     case Step::Kind::Copy:
       if (s.dst != s.src) dev::copy(s.dst, s.src, s.bytes);
@@ -110,6 +113,8 @@ ncclResult_t Lane::runStep(Comm& comm, StepState* state) {
       size_t oavail;
       NCCLCHECK(in->peek(&ibuf, &iavail));
       NCCLCHECK(out->acquire(&obuf, &oavail));
+      if (iavail >= esize) waitRecv_ = -1;
+      if (oavail >= esize) waitSend_ = -1;
       if (!ready) return ncclSuccess;
       size_t n = roundDown(std::min({iavail, oavail, remaining}), esize);
       if (n == 0) return ncclSuccess;
@@ -126,6 +131,7 @@ ncclResult_t Lane::runStep(Comm& comm, StepState* state) {
       break;
     }
   }
+  waitRecv_ = waitSend_ = -1;
   *state = done_ == s.bytes ? StepState::Done : StepState::Moved;
   return ncclSuccess;
 }

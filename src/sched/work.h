@@ -3,6 +3,7 @@
 // has one lane per peer and direction; a collective has one lane).
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 #include "coll/step.h"
 #include "core/comm.h"
@@ -18,8 +19,12 @@ class Lane {
   // Moves as far as the channels allow. *progressed is set when anything moved.
   ncclResult_t advance(Comm& comm, bool* progressed);
   bool finished() const { return finished_; }
-  // For logs and hang reports: the step this lane waits on.
+  // For hang reports: the step this lane waits on, how far it got, and for whom it waits
+  // (-1 when not waiting on that direction).
   const Step* current() const { return hasCur_ ? &cur_ : nullptr; }
+  size_t currentDone() const { return done_; }
+  int waitingRecvFrom() const { return waitRecv_; }
+  int waitingSendTo() const { return waitSend_; }
 
  private:
   enum class StepState { Blocked, Moved, Done };
@@ -35,6 +40,8 @@ class Lane {
   size_t done_ = 0;
   bool sendAligned_ = false;
   bool recvAligned_ = false;
+  int waitRecv_ = -1;
+  int waitSend_ = -1;
 };
 
 struct CommWork {
@@ -47,7 +54,15 @@ struct CommWork {
   ncclResult_t result = ncclSuccess;
   std::vector<std::unique_ptr<OpDesc>> ops;            // steps point into these (scalars)
   std::vector<std::unique_ptr<char[]>> scratch;        // pre-scaled PreMulSum inputs
+  int64_t lastProgressUsec = 0;  // steady-clock time of the last step that moved
+  bool hangReported = false;
 };
+
+// One block describing where `w` is stuck (for ACCL_HANG_WARN, ACCL_TIMEOUT, abort, SIGUSR1).
+std::string hangReport(const CommWork& w, int64_t nowUsec);
+// Incremented by SIGUSR1 (ACCL_HANG_REPORT=1); blocked executors print a report when it changes.
+uint64_t hangReportRequests();
+void installHangReportSignal();
 
 // Runs all works to completion (or failure) in the calling thread, interleaving them so no
 // work waits on another. Returns the first error.
