@@ -183,6 +183,49 @@ ncclResult_t addPointToPoint(std::vector<Lane>& lanes, const std::vector<OpDesc*
   return ncclSuccess;
 }
 
+// Byte range an op reads (sends) or writes (receives) in a point-to-point batch.
+struct Range {
+  uintptr_t lo, hi;
+  bool overlaps(const Range& o) const { return lo < o.hi && o.lo < hi; }
+};
+Range sendRange(const OpDesc& op) {
+  size_t n = op.kind == OpKind::AlltoAll ? op.count * op.comm->nranks : op.count;
+  uintptr_t lo = reinterpret_cast<uintptr_t>(op.sendbuff);
+  return {lo, lo + n * dev::typeSize(op.type)};
+}
+Range recvRange(const OpDesc& op) {
+  size_t n = op.kind == OpKind::AlltoAll ? op.count * op.comm->nranks : op.count;
+  uintptr_t lo = reinterpret_cast<uintptr_t>(op.recvbuff);
+  return {lo, lo + n * dev::typeSize(op.type)};
+}
+
+// Receives and sends of one batch run concurrently, so a send whose buffer a receive of the
+// same batch also writes (in-place send/recv or all-to-all) reads a copy staged in a phase
+// before the batch; otherwise an early receive could overwrite data not yet sent.
+void stageOverlappingSends(CommWork& w, const std::vector<OpDesc*>& ops) {
+  std::vector<Range> writes;
+  for (OpDesc* op : ops)
+    if (op->kind == OpKind::Recv || op->kind == OpKind::AlltoAll) writes.push_back(recvRange(*op));
+  auto staging = std::make_unique<StepList>();
+  bool any = false;
+  for (OpDesc* op : ops) {
+    if (op->kind != OpKind::Send && op->kind != OpKind::AlltoAll) continue;
+    Range r = sendRange(*op);
+    bool clash = false;
+    for (const Range& wr : writes) clash = clash || r.overlaps(wr);
+    if (!clash) continue;
+    w.scratch.push_back(std::make_unique<char[]>(r.hi - r.lo));
+    CollArgs a;
+    a.type = op->type;
+    staging->push(copyStep(a, w.scratch.back().get(), static_cast<const char*>(op->sendbuff), r.hi - r.lo));
+    op->sendbuff = w.scratch.back().get();
+    any = true;
+  }
+  if (!any) return;
+  w.phases.emplace_back(1);
+  w.phases.back().front().add(std::move(staging));
+}
+
 }  // namespace
 
 const char* opKindName(OpKind k) {
@@ -211,6 +254,7 @@ ncclResult_t planWork(std::vector<std::unique_ptr<OpDesc>> ops, std::unique_ptr<
       case OpKind::Send:
       case OpKind::Recv: p2p.push_back(op.get()); break;
       case OpKind::AlltoAll: {
+        stageOverlappingSends(*w, {op.get()});
         w->phases.emplace_back();
         NCCLCHECK(addPointToPoint(w->phases.back(), {}, {op.get()}));
         collectiveLaneOpen = false;
@@ -226,6 +270,7 @@ ncclResult_t planWork(std::vector<std::unique_ptr<OpDesc>> ops, std::unique_ptr<
     }
   }
   if (!p2p.empty()) {
+    stageOverlappingSends(*w, p2p);
     w->phases.emplace_back();
     NCCLCHECK(addPointToPoint(w->phases.back(), p2p, {}));
   }
