@@ -113,6 +113,20 @@ class PerfRun(unittest.TestCase):
                 rows = self.check_run(rc, out, err, 2, name, js)
                 self.assertEqual([r["size"] for r in rows][:1], [64])
 
+    def test_every_binary_one_rank(self):
+        for name in sorted(BUSBW_FACTOR):
+            with self.subTest(binary=name):
+                rc, out, err = run([self.binary(name), "-b", "64", "-e", "4K", "-f", "8", "-g", "1", "-n", "1",
+                                    "-c", "1"])
+                self.check_run(rc, out, err, 1, name)
+
+    def test_every_binary_four_threads_parallel_init(self):
+        for name in sorted(BUSBW_FACTOR):
+            with self.subTest(binary=name):
+                rc, out, err = run([self.binary(name), "-b", "64", "-e", "4K", "-f", "8", "-t", "4", "-p", "1",
+                                    "-n", "1", "-c", "1", "-r", "-1"])
+                self.check_run(rc, out, err, 4, name)
+
     def test_table_columns_and_sizes_follow_the_sweep(self):
         rc, out, err = run([self.binary("all_reduce_perf"), "-b", "8", "-e", "1K", "-f", "2", "-g", "2", "-n", "2"])
         rows = self.check_run(rc, out, err, 2, "all_reduce_perf")
