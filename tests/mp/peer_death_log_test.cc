@@ -1,0 +1,203 @@
+// SIGKILL one of four rank processes in the middle of a long series of all-reduces (NULL
+// stream): every survivor's ncclAllReduce returns ncclRemoteError or ncclSystemError within
+// 10 s, ncclCommGetAsyncError then reports it, and the survivor's NCCL_DEBUG=WARN log names
+// the lost rank. Over shared memory and over sockets (NCCL_SHM_DISABLE=1).
+// Each survivor's log is its NCCL_DEBUG_FILE.
+// (tests/mp/failure_shrink_test.cc covers recovery by ncclCommShrink; this file covers what a
+// user sees: result codes and the log.)
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+
+namespace {
+
+constexpr int kRanks = 4;
+constexpr int kVictim = 3;
+constexpr int kItersBeforeKill = 20;
+constexpr int64_t kDetectLimitNs = 10'000'000'000;
+
+int64_t nowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Shared by the parent and the forked ranks (MAP_SHARED, lock-free atomics only).
+struct Shared {
+  std::atomic<int> idReady;
+  ncclUniqueId id;
+  std::atomic<int> iterations[kRanks];
+  std::atomic<int> done[kRanks];
+  int failedResult[kRanks];
+  int asyncError[kRanks];
+  int64_t failedAtNs[kRanks];
+  std::atomic<int64_t> killedAtNs;
+};
+
+// Body of one rank process; never returns.
+[[noreturn]] void rankMain(Shared* sh, int rank, bool sockets, const std::string& logPath) {
+  alarm(60);  // last-resort guard: a hung rank dies instead of hanging the test
+  setenv("NCCL_DEBUG", "WARN", 1);
+  setenv("NCCL_DEBUG_FILE", logPath.c_str(), 1);
+  if (sockets) setenv("NCCL_SHM_DISABLE", "1", 1);
+  if (rank == 0) {
+    if (ncclGetUniqueId(&sh->id) != ncclSuccess) _exit(11);
+    sh->idReady.store(1);
+  }
+  while (sh->idReady.load() == 0) usleep(1000);
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, kRanks, sh->id, rank) != ncclSuccess) _exit(12);
+  std::vector<float> buf(1 << 16, 1.0f);
+  for (;;) {
+    ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclAvg, comm, nullptr);
+    if (r != ncclSuccess) {
+      sh->failedAtNs[rank] = nowNs();
+      sh->failedResult[rank] = r;
+      ncclResult_t async = ncclSuccess;
+      sh->asyncError[rank] = ncclCommGetAsyncError(comm, &async) == ncclSuccess ? async : -1;
+      ncclCommAbort(comm);
+      sh->done[rank].store(1);
+      _exit(0);
+    }
+    sh->iterations[rank].fetch_add(1);
+  }
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Outcome {
+  bool allRunning = false;
+  bool victimKilled = false;
+  bool reaped[kRanks] = {};
+  int status[kRanks] = {};
+  std::string log[kRanks];
+  Shared sh;  // a copy of the shared record, taken after every rank ended
+};
+
+// Forks kRanks rank processes, SIGKILLs kVictim after every rank did kItersBeforeKill
+// all-reduces, and collects what the survivors recorded and logged.
+void runScenario(bool sockets, Outcome* out) {
+  auto* sh = static_cast<Shared*>(
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(sh, MAP_FAILED);
+  new (sh) Shared{};
+  char dirTemplate[] = "/tmp/accl_peer_death_XXXXXX";
+  ASSERT_NE(mkdtemp(dirTemplate), nullptr);
+  const std::string dir = dirTemplate;
+  auto logOf = [&](int r) { return dir + "/rank" + std::to_string(r) + ".log"; };
+
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pids[kRanks];
+  for (int r = 0; r < kRanks; r++) {
+    pids[r] = fork();
+    ASSERT_GE(pids[r], 0);
+    if (pids[r] == 0) rankMain(sh, r, sockets, logOf(r));
+  }
+  const int64_t startNs = nowNs();
+  while (!out->allRunning && nowNs() - startNs < 30'000'000'000) {
+    out->allRunning = true;
+    for (int r = 0; r < kRanks; r++) out->allRunning = out->allRunning && sh->iterations[r].load() >= kItersBeforeKill;
+    if (!out->allRunning) usleep(1000);
+  }
+  sh->killedAtNs.store(nowNs());
+  kill(pids[kVictim], SIGKILL);
+  // Survivors must finish well within the limit; anything left after 20 s is killed.
+  const int64_t reapBy = nowNs() + 20'000'000'000;
+  for (int left = kRanks; left > 0 && nowNs() < reapBy;) {
+    for (int r = 0; r < kRanks; r++) {
+      if (!out->reaped[r] && waitpid(pids[r], &out->status[r], WNOHANG) == pids[r]) {
+        out->reaped[r] = true;
+        left--;
+      }
+    }
+    usleep(2000);
+  }
+  for (int r = 0; r < kRanks; r++) {
+    if (!out->reaped[r]) {
+      kill(pids[r], SIGKILL);
+      waitpid(pids[r], &out->status[r], 0);
+    }
+  }
+  out->victimKilled = WIFSIGNALED(out->status[kVictim]) && WTERMSIG(out->status[kVictim]) == SIGKILL;
+  for (int r = 0; r < kRanks; r++) {
+    out->log[r] = readFile(logOf(r));
+    std::remove(logOf(r).c_str());
+  }
+  rmdir(dir.c_str());
+  std::memcpy(static_cast<void*>(&out->sh), sh, sizeof(Shared));
+  munmap(sh, sizeof(Shared));
+}
+
+const std::string kLost = "rank " + std::to_string(kVictim);
+
+class KillOneRankProcess : public testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    runScenario(GetParam(), &out_);
+    ASSERT_TRUE(out_.allRunning) << "the ranks never reached " << kItersBeforeKill << " all-reduces";
+    ASSERT_TRUE(out_.victimKilled);
+  }
+  Outcome out_;
+};
+
+TEST_P(KillOneRankProcess, EverySurvivorsAllReduceReturnsRemoteOrSystemErrorWithinTenSeconds) {
+  for (int r = 0; r < kRanks; r++) {
+    if (r == kVictim) continue;
+    SCOPED_TRACE("survivor rank " + std::to_string(r));
+    const Shared& sh = out_.sh;
+    ASSERT_TRUE(out_.reaped[r] && sh.done[r].load()) << "still blocked 20 s after the kill; log:\n" << out_.log[r];
+    EXPECT_TRUE(WIFEXITED(out_.status[r]) && WEXITSTATUS(out_.status[r]) == 0);
+    EXPECT_TRUE(sh.failedResult[r] == ncclRemoteError || sh.failedResult[r] == ncclSystemError)
+        << "ncclAllReduce returned " << sh.failedResult[r];
+    EXPECT_TRUE(sh.asyncError[r] == ncclRemoteError || sh.asyncError[r] == ncclSystemError)
+        << "ncclCommGetAsyncError reported " << sh.asyncError[r];
+    const int64_t detectNs = sh.failedAtNs[r] - sh.killedAtNs.load();
+    EXPECT_LT(detectNs, kDetectLimitNs) << "error surfaced " << detectNs / 1e6 << " ms after the kill";
+    std::printf("[ info     ] rank %d: %s after %.0f ms, %d all-reduces done\n", r,
+                ncclGetErrorString(static_cast<ncclResult_t>(sh.failedResult[r])), detectNs / 1e6,
+                sh.iterations[r].load());
+  }
+}
+
+TEST_P(KillOneRankProcess, TheLogOfARankThatTalkedToTheDeadRankNamesIt) {
+  int naming = 0;
+  for (int r = 0; r < kRanks; r++)
+    if (r != kVictim && out_.log[r].find(kLost) != std::string::npos) naming++;
+  EXPECT_GE(naming, 1) << "no survivor's WARN log names " << kLost << "; rank 0's log:\n" << out_.log[0];
+}
+
+// Ranks that do not exchange data with the dead rank learn of the failure from a neighbour
+// closing its connections; their log must still say which rank was lost.
+TEST_P(KillOneRankProcess, EverySurvivorsLogNamesTheLostRank) {
+  for (int r = 0; r < kRanks; r++) {
+    if (r == kVictim) continue;
+    EXPECT_NE(out_.log[r].find(kLost), std::string::npos)
+        << "survivor rank " << r << "'s WARN log does not name " << kLost << ":\n" << out_.log[r];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(, KillOneRankProcess, testing::Bool(), [](const testing::TestParamInfo<bool>& info) {
+  return info.param ? std::string("OverSockets") : std::string("OverSharedMemory");
+});
+
+}  // namespace
