@@ -30,3 +30,26 @@ install: build
 
 clean:
 	rm -rf $(BUILD)
+
+# ---- fuzzing and sanitizers (failure-handling helper) -----------------------------------------
+# make fuzz: libFuzzer targets for every network-bytes decoder (clang), FUZZ_SECONDS each.
+# make test-asan|test-tsan|test-ubsan: the unit and API suites built with one sanitizer, each
+# in its own build dir. SAN_TESTS narrows the ctest run (a -R regex); SAN_LABELS the labels.
+FUZZ_SECONDS ?= 60
+SAN_LABELS ?= unit|api
+SAN_TESTS ?= .
+SAN_CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACCL_SANITIZE=$(1)
+.PHONY: fuzz test-asan test-tsan test-ubsan
+
+fuzz:
+	sh tests/fuzz/run_fuzzers.sh $(FUZZ_SECONDS) build-fuzz
+
+define accl_san_target
+test-$(1):
+	cmake -S . -B build-$(1) $$(call SAN_CMAKE_FLAGS,$(2))
+	cmake --build build-$(1) -j $$(JOBS)
+	cd build-$(1) && $(3) ctest --output-on-failure -j 2 --timeout 900 -L '$$(SAN_LABELS)' -R '$$(SAN_TESTS)'
+endef
+$(eval $(call accl_san_target,asan,address,ASAN_OPTIONS=detect_leaks=1:abort_on_error=1))
+$(eval $(call accl_san_target,tsan,thread -DCMAKE_CXX_FLAGS=-Wno-tsan,TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1))
+$(eval $(call accl_san_target,ubsan,undefined,UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1))

@@ -37,6 +37,17 @@ HandshakeAcceptor::HandshakeAcceptor(const net::Socket& listener, uint64_t magic
   if (flags >= 0) fcntl(listener_.fd(), F_SETFL, flags | O_NONBLOCK);
 }
 
+HandshakeAcceptor::~HandshakeAcceptor() {
+  acceptNew();  // whatever is still in the kernel's backlog
+  for (Pending& p : pending_) {
+    bool complete = false;
+    if (readSome(p, &complete) && !complete) continue;  // readSome logged why it dropped it
+    WARN("%s: dropped connection from %s at shutdown: %s (%zu of %zu handshake bytes)", what_.c_str(),
+         p.from.c_str(), complete ? "a handshake nobody expected (replayed or duplicate)" : "incomplete handshake",
+         p.got, p.buf.size());
+  }
+}
+
 void HandshakeAcceptor::acceptNew() {
   for (;;) {
     int fd = accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);

@@ -21,6 +21,11 @@ class HandshakeAcceptor {
 
   // `listener` must outlive the acceptor; `what` names it in logs ("bootstrap root").
   HandshakeAcceptor(const net::Socket& listener, uint64_t magic, size_t headerSize, std::string what);
+  // Stray connections still queued or half-read are dropped and logged here, so every one is
+  // logged at the latest when its listener goes away.
+  ~HandshakeAcceptor();
+  HandshakeAcceptor(const HandshakeAcceptor&) = delete;
+  HandshakeAcceptor& operator=(const HandshakeAcceptor&) = delete;
 
   // Next valid arrival. timeoutMs < 0: no limit. Abort -> ncclInternalError; timeout ->
   // ncclRemoteError; neither WARNs (the caller knows what it was waiting for).

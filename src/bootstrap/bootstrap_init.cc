@@ -33,14 +33,22 @@ ncclResult_t rendezvous(Bootstrap::Impl& b, const net::SockAddr& root, const net
   NCCLCHECK(net::sendAll(sock, &hello, sizeof(hello), rootDesc.c_str(), b.abortFlag));
   boot::RootReply reply{};
   NCCLCHECK(net::recvAll(sock, &reply, sizeof(reply), rootDesc.c_str(), b.abortFlag));
+  std::string bad = boot::decodeRootReply(&reply, sizeof(reply), &reply);
+  if (!bad.empty()) {
+    WARN("Bootstrap: rank %d of %d: %s sent a corrupt reply: %s", b.rank, b.nranks, rootDesc.c_str(), bad.c_str());
+    return ncclRemoteError;
+  }
   if (reply.status != ncclSuccess) {
-    reply.message[sizeof(reply.message) - 1] = '\0';
     WARN("Bootstrap: rank %d of %d: rendezvous failed: %s", b.rank, b.nranks, reply.message);
     return static_cast<ncclResult_t>(reply.status);
   }
-  b.table.resize(b.nranks);
-  NCCLCHECK(net::recvAll(sock, b.table.data(), b.table.size() * sizeof(net::SockAddr), rootDesc.c_str(),
-                         b.abortFlag));
+  std::vector<net::SockAddr> raw(b.nranks);
+  NCCLCHECK(net::recvAll(sock, raw.data(), raw.size() * sizeof(net::SockAddr), rootDesc.c_str(), b.abortFlag));
+  bad = boot::decodeAddressTable(raw.data(), raw.size() * sizeof(net::SockAddr), b.nranks, &b.table);
+  if (!bad.empty()) {
+    WARN("Bootstrap: rank %d of %d: %s sent a corrupt table: %s", b.rank, b.nranks, rootDesc.c_str(), bad.c_str());
+    return ncclRemoteError;
+  }
   return ncclSuccess;
 }
 
@@ -57,10 +65,11 @@ ncclResult_t connectRing(Bootstrap::Impl& b) {
 }
 
 ncclResult_t initImpl(Bootstrap::Impl& b, const ncclUniqueId& id) {
-  UniqueIdContents contents = decodeUniqueId(id);
-  net::SockAddr root = contents.root();
-  if (root.len == 0 || contents.magic == 0) {
-    WARN("Bootstrap: invalid unique id (no root address); was it made by ncclGetUniqueId?");
+  UniqueIdContents contents;
+  net::SockAddr root;
+  std::string bad = boot::decodeUniqueIdBytes(&id, sizeof(id), &contents, &root);
+  if (!bad.empty()) {
+    WARN("Bootstrap: invalid %s", bad.c_str());
     return ncclInvalidArgument;
   }
   b.magic = contents.magic;

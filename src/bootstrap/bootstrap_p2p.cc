@@ -68,8 +68,13 @@ ncclResult_t recvImpl(Bootstrap::Impl& b, int peer, int tag, void* data, size_t 
       std::lock_guard<std::mutex> lock(b.socketsMu);
       sock = &b.p2pIn.at(peer);
     }
-    boot::P2pHeader header;
-    NCCLCHECK(net::recvAll(*sock, &header, sizeof(header), b.desc(peer), b.abortFlag));
+    boot::P2pHeader raw, header;
+    NCCLCHECK(net::recvAll(*sock, &raw, sizeof(raw), b.desc(peer), b.abortFlag));
+    std::string bad = boot::decodeP2pHeader(&raw, sizeof(raw), &header);
+    if (!bad.empty()) {
+      WARN("Bootstrap recv from %s: corrupt message: %s", b.desc(peer), bad.c_str());
+      return ncclRemoteError;
+    }
     if (header.tag == tag) {
       if (header.size > size) {
         WARN("Bootstrap recv from %s tag %d: message of %lu bytes does not fit in %zu", b.desc(peer), tag,

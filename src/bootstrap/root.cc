@@ -24,7 +24,7 @@ constexpr int kFailedLingerMs = 10 * 1000;
 class RootServer {
  public:
   RootServer(net::Socket listener, uint64_t magic)
-      : listener_(std::move(listener)), acceptor_(listener_, magic, sizeof(Hello), "Bootstrap root") {}
+      : listener_(std::move(listener)), magic_(magic), acceptor_(listener_, magic, sizeof(Hello), "Bootstrap root") {}
 
   void run() {
     for (;;) {
@@ -40,7 +40,11 @@ class RootServer {
       }
       if (res != ncclSuccess) return;
       Hello hello;
-      std::memcpy(&hello, arrival.header.data(), sizeof(hello));
+      std::string bad = decodeHello(arrival.header.data(), arrival.header.size(), magic_, &hello);
+      if (!bad.empty()) {
+        WARN("Bootstrap root: dropped connection from %s: %s", arrival.from.c_str(), bad.c_str());
+        continue;
+      }
       if (!error_.empty()) {
         maxNranksSeen_ = std::max(maxNranksSeen_, hello.nranks);
         reply(arrival.sock, hello.rank, ncclInvalidUsage, error_);
@@ -128,6 +132,7 @@ class RootServer {
   }
 
   net::Socket listener_;
+  uint64_t magic_;
   HandshakeAcceptor acceptor_;
   int nranks_ = -1;
   int maxNranksSeen_ = 0;

@@ -1,7 +1,19 @@
 // wire.h: the bootstrap's messages on the wire (same binary on every rank, so plain structs).
+//
+// Every byte that arrives from the network (or from a user's ncclUniqueId) is decoded by one of
+// the pure functions at the end of this file before anything else looks at it: they check the
+// size, the magic and every field's range and return why the bytes are unacceptable ("" when
+// they are fine). They have no side effects, so tests/fuzz feeds them arbitrary bytes.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 #include "net/socket.h"
+
+namespace accl {
+struct UniqueIdContents;
+}
 
 namespace accl::boot {
 
@@ -37,5 +49,22 @@ struct P2pHeader {
 // A connection that has not sent its handshake in this long is dropped, so a silent stray
 // connection cannot hold up the rendezvous.
 constexpr int kHandshakeTimeoutMs = 5000;
+
+// Bootstrap point-to-point messages are small (ids, tables); a header announcing more than
+// this is corrupt, not a message to allocate for.
+constexpr uint64_t kMaxP2pMessageBytes = uint64_t(1) << 30;
+
+// ---- validated decoding (wire.cc) -----------------------------------------------------------
+// An address another rank can connect to: AF_INET/AF_INET6 with the matching length, port != 0.
+bool validPeerAddress(const net::SockAddr& addr);
+std::string decodeHello(const void* data, size_t size, uint64_t magic, Hello* out);
+// nranks: the communicator's size (the sender's rank must be in range and not `selfRank`).
+std::string decodeHandshake(const void* data, size_t size, uint64_t magic, int nranks, int selfRank,
+                            Handshake* out);
+std::string decodeRootReply(const void* data, size_t size, RootReply* out);  // NUL-terminates message
+std::string decodeAddressTable(const void* data, size_t size, int nranks, std::vector<net::SockAddr>* out);
+std::string decodeP2pHeader(const void* data, size_t size, P2pHeader* out);
+// An ncclUniqueId as a user handed it to us: non-zero magic and a usable root address.
+std::string decodeUniqueIdBytes(const void* data, size_t size, UniqueIdContents* out, net::SockAddr* root);
 
 }  // namespace accl::boot
