@@ -32,8 +32,15 @@ bool gWaitvMissing = false;
 }  // namespace
 
 void ringDoorbell(Doorbell* bell) {
+  // The store that published data/space must be ordered before reading `waiters` (the owner
+  // does the mirror image), else a wake-up can be lost. A fence keeps the doorbell's cache
+  // line shared; ThreadSanitizer does not model fences, so under it an RMW does the same job.
+#if defined(__SANITIZE_THREAD__)
+  if (bell->waiters.fetch_add(0, std::memory_order_seq_cst) != 0) {
+#else
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (bell->waiters.load(std::memory_order_seq_cst) != 0) {
+#endif
     bell->seq.fetch_add(1, std::memory_order_seq_cst);
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell->seq), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
   }

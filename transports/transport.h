@@ -48,7 +48,10 @@ class PeerConnection {
   virtual SendChannel* send() = 0;
   virtual RecvChannel* recv() = 0;
   // Marks the connection dead in both directions so the peer's waits fail promptly.
-  virtual void close() = 0;
+  // `culprit` is the rank whose loss caused it (-1 unknown); shared memory passes it on.
+  virtual void close(int culprit = -1) = 0;
+  // After a channel error: the rank the peer named as the cause of its failure, or -1.
+  virtual int reportedCulprit() const { return -1; }
   virtual const char* transportName() const = 0;
 };
 

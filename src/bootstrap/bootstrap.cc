@@ -34,8 +34,12 @@ ncclResult_t Bootstrap::Impl::waitForConnection(int peer, boot::Purpose purpose,
     boot::HandshakeAcceptor::Arrival arrival;
     NCCLCHECK(acceptor->next(&arrival, abortFlag, timeoutMs));
     boot::Handshake hs;
-    std::memcpy(&hs, arrival.header.data(), sizeof(hs));
-    bool known = hs.rank >= 0 && hs.rank < nranks;
+    std::string bad = boot::decodeHandshake(arrival.header.data(), arrival.header.size(), magic, nranks, rank, &hs);
+    if (!bad.empty()) {
+      WARN("Bootstrap rank %d: dropped connection from %s: %s", rank, arrival.from.c_str(), bad.c_str());
+      continue;
+    }
+    bool known = true;
     if (known && hs.purpose == boot::Purpose::Ring && hs.rank == prev() && !ringPrev.valid()) {
       ringPrev = std::move(arrival.sock);
       continue;
@@ -71,11 +75,38 @@ ncclResult_t Bootstrap::barrier() {
   return allGather(bytes.data(), 1);
 }
 
-int Bootstrap::closedNeighbour() const {
+namespace {
+
+// Sent on the ring sockets by a rank that fails, just before it closes them.
+constexpr char kFailureNotice[8] = {'A', 'C', 'C', 'L', 'F', 'A', 'I', 'L'};
+
+// -2: open and healthy; -1: failed without naming a culprit; >= 0: the culprit it named.
+// Only peeks, so bytes of a concurrent bootstrap exchange are never consumed.
+int neighbourState(const net::Socket& s, int neighbour) {
+  if (!s.valid()) return neighbour;
+  char buf[sizeof(kFailureNotice) + sizeof(int32_t)];
+  ssize_t n = ::recv(s.fd(), buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+  if (n == static_cast<ssize_t>(sizeof(buf)) && std::memcmp(buf, kFailureNotice, sizeof(kFailureNotice)) == 0) {
+    int32_t culprit;
+    std::memcpy(&culprit, buf + sizeof(kFailureNotice), sizeof(culprit));
+    return culprit >= 0 ? culprit : neighbour;
+  }
+  if (n > 0) return -2;  // a goodbye (orderly exit) or bootstrap traffic
+  if (n == 0) return neighbour;  // bare EOF: the process is gone
+  return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -2 : neighbour;
+}
+
+}  // namespace
+
+int Bootstrap::closedNeighbour(int* culprit) const {
   const Impl& b = *impl_;
   if (b.nranks == 1) return -1;
-  if (net::peerClosed(b.ringPrev)) return b.prev();
-  if (net::peerClosed(b.ringNext)) return b.next();
+  for (auto [sock, rank] : {std::pair{&b.ringPrev, b.prev()}, std::pair{&b.ringNext, b.next()}}) {
+    int state = neighbourState(*sock, rank);
+    if (state == -2) continue;
+    if (culprit) *culprit = state;
+    return rank;
+  }
   return -1;
 }
 
@@ -87,11 +118,17 @@ std::vector<int> Bootstrap::neighbourFds() const {
   return fds;
 }
 
-void Bootstrap::closeRing() {
+void Bootstrap::closeRing(int culprit) {
   Impl& b = *impl_;
+  char notice[sizeof(kFailureNotice) + sizeof(int32_t)];
+  std::memcpy(notice, kFailureNotice, sizeof(kFailureNotice));
+  int32_t c = culprit;
+  std::memcpy(notice + sizeof(kFailureNotice), &c, sizeof(c));
   std::lock_guard<std::mutex> lock(b.socketsMu);
-  b.ringNext.shutdownBoth();
-  b.ringPrev.shutdownBoth();
+  for (net::Socket* s : {&b.ringNext, &b.ringPrev}) {
+    if (s->valid()) (void)::send(s->fd(), notice, sizeof(notice), MSG_DONTWAIT | MSG_NOSIGNAL);
+    s->shutdownBoth();
+  }
 }
 
 void Bootstrap::abort() {

@@ -55,15 +55,18 @@ class Bootstrap {
   ncclResult_t recv(int peer, int tag, void* data, size_t size);
 
   // Liveness: the ring neighbours' sockets close when they exit or abort. Returns the first
-  // neighbour found closed, or -1. Non-blocking.
-  int closedNeighbour() const;
+  // neighbour that died or failed, or -1. Non-blocking. *culprit (optional) receives the rank
+  // whose loss started the failure: the neighbour itself for a bare EOF (a killed process),
+  // or the rank named in the neighbour's failure notice (see closeRing).
+  int closedNeighbour(int* culprit = nullptr) const;
   // File descriptors a waiting thread may poll for neighbour EOF.
   std::vector<int> neighbourFds() const;
   // Shuts down all sockets so blocked calls return and neighbours see EOF.
   void abort();
-  // Shuts down only the ring connections: neighbours see EOF (and cascade the failure), but
-  // the listener keeps serving send/recv, so survivors can still agree on ncclCommShrink.
-  void closeRing();
+  // Shuts down only the ring connections, after a failure notice naming `culprit` (the rank
+  // whose loss started it; -1 if unknown): neighbours see it and EOF, cascade the failure and
+  // can name the lost rank. The listener keeps serving send/recv for ncclCommShrink.
+  void closeRing(int culprit);
 
   struct Impl;
  private:

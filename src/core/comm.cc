@@ -23,21 +23,27 @@ Comm::~Comm() {
 
 Doorbell* Comm::bell() { return shm ? shm->bell() : &privateBell; }
 
-void Comm::fail(ncclResult_t err) {
+void Comm::fail(ncclResult_t err, int culprit) {
   int expected = ncclSuccess;
   if (asyncError.compare_exchange_strong(expected, err)) {
-    WARN("rank %d of %d: communicator failed with \"%s\"; closing its connections so peers stop waiting", rank,
-         nranks, pncclGetErrorString(err));
+    if (culprit >= 0) {
+      WARN("rank %d of %d: lost peer rank %d; communicator failed with \"%s\"; closing its connections so the "
+           "other ranks stop waiting",
+           rank, nranks, culprit, pncclGetErrorString(err));
+    } else {
+      WARN("rank %d of %d: communicator failed with \"%s\"; closing its connections so peers stop waiting", rank,
+           nranks, pncclGetErrorString(err));
+    }
     for (auto& c : conns)
-      if (c) c->close();
-    if (bootstrap) bootstrap->closeRing();
+      if (c) c->close(culprit);
+    if (bootstrap) bootstrap->closeRing(culprit);
     ringDoorbell(bell());
   }
 }
 
 void Comm::closeTransports() {
   for (auto& c : conns)
-    if (c) c->close();
+    if (c) c->close(-1);
   if (bootstrap) bootstrap->abort();
   ringDoorbell(bell());
 }

@@ -23,11 +23,26 @@ int64_t usecSince(Clock::time_point t) {
 
 inline void cpuRelax() { __builtin_ia32_pause(); }
 
-void finishWork(CommWork& w, ncclResult_t res) {
+// After a connection failed: which rank's loss started it? Shared memory rings and the
+// bootstrap ring carry the culprit named by whichever rank saw the loss first; give their
+// notices a moment to arrive, so every survivor can name the lost rank, not just a neighbour.
+int findCulprit(Comm& c) {
+  for (int attempt = 0; attempt < 20; attempt++) {
+    for (auto& conn : c.conns)
+      if (conn && conn->reportedCulprit() >= 0) return conn->reportedCulprit();
+    int culprit = -1;
+    if (c.bootstrap && c.bootstrap->closedNeighbour(&culprit) >= 0 && culprit >= 0) return culprit;
+    usleep(10000);
+  }
+  return -1;
+}
+
+void finishWork(CommWork& w, ncclResult_t res, int culprit = -1) {
   Comm& c = *w.comm;
   w.finished = true;
   w.result = res;
-  if (res != ncclSuccess) c.fail(res);
+  if (res == ncclRemoteError && culprit < 0 && c.asyncError.load() == ncclSuccess) culprit = findCulprit(c);
+  if (res != ncclSuccess) c.fail(res, culprit);
   if (w.started) c.inFlight.fetch_sub(1);
   c.doneTicket.store(w.ticket + 1, std::memory_order_release);
   ringDoorbell(c.bell());  // another stream's work may wait for this ticket
@@ -36,7 +51,8 @@ void finishWork(CommWork& w, ncclResult_t res) {
 ncclResult_t progressSockets(Comm& c) {
   if (!c.anySocket) return ncclSuccess;
   for (auto& conn : c.conns) {
-    if (!conn || conn->send()->fd() < 0) continue;
+    // Socket channels have helper threads and no fd; progress() reports their failures.
+    if (!conn) continue;
     NCCLCHECK(conn->send()->progress());
     NCCLCHECK(conn->recv()->progress());
   }
@@ -158,12 +174,17 @@ bool checkPeers(std::vector<std::unique_ptr<CommWork>>& works) {
     if (w->finished || !w->started) continue;
     Comm& c = *w->comm;
     if (!c.bootstrap) continue;
-    int dead = c.bootstrap->closedNeighbour();
+    int culprit = -1;
+    int dead = c.bootstrap->closedNeighbour(&culprit);
     if (dead >= 0) {
-      WARN("rank %d: peer rank %d closed its connection without finishing (process died or aborted); "
-           "failing the operation",
-           c.rank, dead);
-      finishWork(*w, ncclRemoteError);
+      if (culprit == dead) {
+        WARN("rank %d: peer rank %d closed its connection without finishing (process died or aborted); "
+             "failing the operation",
+             c.rank, dead);
+      } else {
+        WARN("rank %d: peer rank %d failed after losing rank %d; failing the operation", c.rank, dead, culprit);
+      }
+      finishWork(*w, ncclRemoteError, culprit);
       failed = true;
     }
   }
@@ -207,12 +228,13 @@ ncclResult_t executeWorks(std::vector<std::unique_ptr<CommWork>>& works) {
   for (auto& w : works) maxLocal = std::max(maxLocal, w->comm->localRankCount());
   const bool oversubscribed = maxLocal > onlineCores();
   int64_t spinUsec = param::spinUsec();
-  // Measured on 2 vCPUs: with ranks <= cores, ~50 us of pause-spinning catches the peer's
-  // reply without a wake-up; with more ranks than cores any pause-spin steals the core from
-  // the rank we wait for, so go straight to sched_yield.
-  if (spinUsec < 0) spinUsec = oversubscribed ? 0 : 50;
+  // Measured on 2 vCPUs: pause-spinning is only good when nothing else wants the core; with
+  // more ranks than cores, or any other load, it steals the core from the rank we wait for
+  // (30-200 us per step). sched_yield costs ~0.3 us when nobody else is runnable and hands
+  // the core over when someone is, so waits yield first and sleep only after that.
+  if (spinUsec < 0) spinUsec = 0;
   int64_t yieldUsec = param::yieldUsec();
-  if (yieldUsec < 0) yieldUsec = oversubscribed ? 200 : 0;
+  if (yieldUsec < 0) yieldUsec = oversubscribed ? 200 : 50;
   const int64_t peerCheckUsec = param::peerCheckMsec() * 1000;
 
   for (auto& w : works) w->lastProgressUsec = nowUsec();

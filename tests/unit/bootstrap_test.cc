@@ -247,19 +247,45 @@ TEST(Bootstrap, InvalidRankIsRejectedBeforeAnyNetworking) {
   EXPECT_EQ(Bootstrap::init(id, 0, 1, nullptr, &b), ncclInvalidArgument);  // all-zero id
 }
 
-TEST(Bootstrap, ClosedNeighbourDetectsANeighbourWhoseBootstrapWasDestroyed) {
+// A neighbour that vanished without saying goodbye (abort, or a killed process) is reported.
+TEST(Bootstrap, ClosedNeighbourDetectsANeighbourThatAbortedWithoutGoodbye) {
   Ranks ranks = initRanks(3);
   EXPECT_EQ(ranks[0]->closedNeighbour(), -1);
   EXPECT_EQ(ranks[0]->neighbourFds().size(), 2u);
+  ranks[1]->abort();
   ranks[1].reset();
-  int seenBy0 = -1, seenBy2 = -1;
+  int seenBy0 = -1, seenBy2 = -1, culprit0 = -7, culprit2 = -7;
   for (int i = 0; i < 100 && (seenBy0 < 0 || seenBy2 < 0); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    seenBy0 = ranks[0]->closedNeighbour();
-    seenBy2 = ranks[2]->closedNeighbour();
+    seenBy0 = ranks[0]->closedNeighbour(&culprit0);
+    seenBy2 = ranks[2]->closedNeighbour(&culprit2);
   }
   EXPECT_EQ(seenBy0, 1);  // rank 0's next
   EXPECT_EQ(seenBy2, 1);  // rank 2's prev
+  EXPECT_EQ(culprit0, 1);
+  EXPECT_EQ(culprit2, 1);
+}
+
+// An orderly destroy leaves a goodbye, so a neighbour still waiting on others does not fail.
+TEST(Bootstrap, ClosedNeighbourIgnoresANeighbourThatLeftInOrder) {
+  Ranks ranks = initRanks(3);
+  ranks[1].reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(ranks[0]->closedNeighbour(), -1);
+  EXPECT_EQ(ranks[2]->closedNeighbour(), -1);
+}
+
+// A rank that fails names the rank it lost in the notice it leaves on the ring.
+TEST(Bootstrap, ClosedNeighbourReportsTheCulpritNamedInAFailureNotice) {
+  Ranks ranks = initRanks(4);
+  ranks[1]->closeRing(3);
+  int culprit = -7, seen = -1;
+  for (int i = 0; i < 100 && seen < 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    seen = ranks[2]->closedNeighbour(&culprit);
+  }
+  EXPECT_EQ(seen, 1);
+  EXPECT_EQ(culprit, 3);
 }
 
 TEST(Bootstrap, AllGatherWithADeadNeighbourIsARemoteError) {

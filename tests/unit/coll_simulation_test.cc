@@ -58,7 +58,7 @@ class MemConn final : public PeerConnection {
   MemConn(MemRing* out, MemRing* in) : send_(out), recv_(in) {}
   SendChannel* send() override { return &send_; }
   RecvChannel* recv() override { return &recv_; }
-  void close() override {}
+  void close(int) override {}
   const char* transportName() const override { return "mem"; }
 
  private:

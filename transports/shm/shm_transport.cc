@@ -123,11 +123,20 @@ class ShmConnection final : public PeerConnection {
         send_(outRing, outData, cap, peerBell, peerRank), recv_(inRing, inData, cap, peerBell, peerRank) {}
   SendChannel* send() override { return &send_; }
   RecvChannel* recv() override { return &recv_; }
-  void close() override {
-    outRing_->closed.store(1, std::memory_order_release);
-    inRing_->closed.store(1, std::memory_order_release);
+  // closed: 0 open, 1 closed for an unknown reason, 2 + r closed because rank r was lost.
+  void close(int culprit) override {
+    uint32_t v = culprit >= 0 ? static_cast<uint32_t>(culprit) + 2 : 1;
+    outRing_->closed.store(v, std::memory_order_release);
+    inRing_->closed.store(v, std::memory_order_release);
     ringDoorbell(peerBell_);
     ringDoorbell(myBell_);
+  }
+  int reportedCulprit() const override {
+    for (RingHeader* r : {inRing_, outRing_}) {
+      uint32_t v = r->closed.load(std::memory_order_acquire);
+      if (v >= 2) return static_cast<int>(v - 2);
+    }
+    return -1;
   }
   const char* transportName() const override { return "SHM"; }
 
