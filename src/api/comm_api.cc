@@ -4,6 +4,7 @@
 #include "api/api.h"
 #include "api/comm_create.h"
 #include "core/check.h"
+#include "core/trace.h"
 
 using namespace accl;
 
@@ -29,6 +30,7 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   NCCLCHECK(lookupComm(comm, "ncclCommDestroy", &c));
   unregisterComm(comm);
   waitIdle(*c);
+  traceFlush();
   delete comm;  // queued work, if any, keeps its own reference to the Comm
   return ncclSuccess;
 }
@@ -44,6 +46,7 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (c->inFlight.load() != 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::microseconds(200));
+  traceFlush();
   delete comm;
   return ncclSuccess;
 }

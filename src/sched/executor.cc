@@ -9,6 +9,7 @@
 #include <chrono>
 #include "core/check.h"
 #include "core/param.h"
+#include "core/trace.h"
 #include "sched/work.h"
 #include "transports/shm/shm_transport.h"
 
@@ -43,6 +44,15 @@ void finishWork(CommWork& w, ncclResult_t res, int culprit = -1) {
   w.result = res;
   if (res == ncclRemoteError && culprit < 0 && c.asyncError.load() == ncclSuccess) culprit = findCulprit(c);
   if (res != ncclSuccess) c.fail(res, culprit);
+  if (traceEnabled()) {
+    std::string name;
+    for (const auto& op : w.ops) {
+      if (!name.empty()) name += " + ";
+      name += std::string(opKindName(op->kind)) + " " + std::to_string(op->count) + " x " + dev::typeName(op->type);
+    }
+    int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
+    traceRecord(&c, c.rank, c.nranks, {w.ticket, name, w.startUsec ? w.startUsec : now, now, res});
+  }
   if (w.started) c.inFlight.fetch_sub(1);
   c.doneTicket.store(w.ticket + 1, std::memory_order_release);
   ringDoorbell(c.bell());  // another stream's work may wait for this ticket
@@ -104,6 +114,7 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
         continue;
       }
       w.started = true;
+      w.startUsec = nowUsec();
       c.inFlight.fetch_add(1);
       workMoved = true;
     }

@@ -55,6 +55,7 @@ struct CommWork {
   std::vector<std::unique_ptr<OpDesc>> ops;            // steps point into these (scalars)
   std::vector<std::unique_ptr<char[]>> scratch;        // pre-scaled PreMulSum inputs
   int64_t lastProgressUsec = 0;  // steady-clock time of the last step that moved
+  int64_t startUsec = 0;         // when the work got its turn (for ACCL_TRACE_FILE)
   bool hangReported = false;
 };
 
