@@ -1,6 +1,7 @@
 #include "core/comm.h"
 #include <unordered_set>
 #include "core/log.h"
+#include "core/status_server.h"
 #include "transports/shm/shm_transport.h"
 
 namespace accl {
@@ -17,6 +18,7 @@ std::unordered_set<ncclComm_t>& liveComms() {
 Comm::Comm() = default;
 
 Comm::~Comm() {
+  statusUnregister(this);
   conns.clear();  // before the shm segments they point into
   shm.reset();
 }

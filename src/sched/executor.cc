@@ -9,6 +9,7 @@
 #include <chrono>
 #include "core/check.h"
 #include "core/param.h"
+#include "core/status_server.h"
 #include "core/trace.h"
 #include "sched/work.h"
 #include "transports/shm/shm_transport.h"
@@ -43,6 +44,10 @@ void finishWork(CommWork& w, ncclResult_t res, int culprit = -1) {
   w.finished = true;
   w.result = res;
   if (res == ncclRemoteError && culprit < 0 && c.asyncError.load() == ncclSuccess) culprit = findCulprit(c);
+  {
+    std::lock_guard<std::mutex> lk(c.statusMu);
+    c.blockedReport.clear();
+  }
   if (res != ncclSuccess) c.fail(res, culprit);
   if (traceEnabled()) {
     std::string name;
@@ -207,6 +212,25 @@ int onlineCores() {
   return n > 0 ? n : 1;
 }
 
+// Asks every rank where it is and prints the answers, naming ranks that are behind (still in
+// an earlier op, or idle) or gone. For warnings only the lowest blocked rank prints it (one
+// block per job, not per rank); a rank about to fail on ACCL_TIMEOUT always prints, since
+// its failure will unblock the others before their own timers expire.
+void printHangSummary(Comm& c, bool always) {
+  std::vector<std::string> lines = gatherStatus(c);
+  for (int p = 0; p < c.rank && !always; p++)
+    if (lines[p].find("blocked:") != std::string::npos) return;  // a lower rank prints it
+  std::string text, behind, gone;
+  for (int p = 0; p < c.nranks; p++) {
+    text += "\n  " + lines[p];
+    if (lines[p].find("no answer") != std::string::npos) gone += " " + std::to_string(p);
+    else if (lines[p].find("idle") != std::string::npos) behind += " " + std::to_string(p);
+  }
+  WARN("ACCL hang summary for comm %p (%d ranks), gathered by rank %d:%s\n  => behind (not in this op):%s; gone:%s",
+       static_cast<void*>(&c), c.nranks, c.rank, text.c_str(), behind.empty() ? " none" : behind.c_str(),
+       gone.empty() ? " none" : gone.c_str());
+}
+
 // Timeouts and hang reports, checked only while blocked.
 void checkHangs(std::vector<std::unique_ptr<CommWork>>& works, uint64_t* seenReports) {
   static const int64_t timeoutUsec = param::timeoutSec() * 1000000;
@@ -219,6 +243,13 @@ void checkHangs(std::vector<std::unique_ptr<CommWork>>& works, uint64_t* seenRep
     CommWork& w = *wp;
     if (w.finished) continue;
     const int64_t stalled = now - w.lastProgressUsec;
+    if (w.started && stalled >= 1000000) {
+      std::string report = hangReport(w, now);
+      std::lock_guard<std::mutex> lk(w.comm->statusMu);
+      w.comm->blockedReport = report.substr(report.find("op #"));
+    }
+    const bool timedOut = timeoutUsec > 0 && stalled >= timeoutUsec && w.started;
+    if (timedOut || requested || (warnUsec > 0 && stalled >= warnUsec && !w.hangReported)) printHangSummary(*w.comm, timedOut);
     // A work still queued behind its communicator's previous op is timed out through that op.
     if (timeoutUsec > 0 && stalled >= timeoutUsec && w.started) {
       WARN("ACCL_TIMEOUT=%lld s expired without progress; failing the operation\n%s",

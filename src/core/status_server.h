@@ -1,0 +1,27 @@
+// status_server.h: answers "where are you?" for every communicator of this process, so a rank
+// that is stuck can ask all the others and name the ones that are behind or gone (the hang
+// summary). One thread per process, blocked in poll() between queries; queries carry the
+// communicator's magic and nonce, anything else is dropped.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+#include "net/socket.h"
+
+namespace accl {
+
+class Comm;
+
+// Starts the process's server on the bootstrap interface (once) and returns its address.
+ncclResult_t statusServerAddress(net::SockAddr* out);
+void statusRegister(Comm* comm);
+void statusUnregister(Comm* comm);
+
+// This rank's one-line status (ops issued/completed, and what it waits for if blocked).
+std::string statusLine(Comm& comm);
+
+// Asks every other rank of `comm` for its status (bounded: ~0.5 s per silent peer) and returns
+// one line per rank, "gone" for ranks that do not answer.
+std::vector<std::string> gatherStatus(Comm& comm);
+
+}  // namespace accl
