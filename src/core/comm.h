@@ -26,6 +26,9 @@ struct PeerInfo {
   uint64_t hostHash;
   uint64_t commNonce;  // rank 0's value names this communicator's shm segments
   net::SockAddr dataAddr;
+  char hostname[64];  // for error messages naming an unreachable peer
+  char ifname[16];    // the interface dataAddr belongs to (IFNAMSIZ)
+  net::SockAddr statusAddr;  // this process's status server (hang summaries)
 };
 
 struct RedOpEntry {
@@ -71,6 +74,11 @@ class Comm {
   std::mutex redOpMu;
   std::vector<RedOpEntry> redOps;  // handle = ncclNumOps + index
 
+  // What this rank is blocked on, refreshed by the executor while it waits; served to peers
+  // that ask for a hang summary (src/core/status_server.h).
+  std::mutex statusMu;
+  std::string blockedReport;
+
   // Scratch for pre-scaled inputs (PreMulSum); used only by the work holding the ticket.
   std::vector<char> scratch;
 
@@ -78,7 +86,9 @@ class Comm {
   PeerConnection* conn(int peer) { return conns[peer].get(); }
   // Records the first asynchronous error and tears the transports down, so peers waiting
   // on this rank fail promptly instead of hanging.
-  void fail(ncclResult_t err);
+  // `culprit`: the rank whose loss caused it, if known (-1 otherwise); it is logged here and
+  // passed on to peers so every survivor can name it.
+  void fail(ncclResult_t err, int culprit = -1);
   void closeTransports();
   int localRankCount() const { return static_cast<int>(localRanks.size()); }
 };

@@ -3,22 +3,17 @@
 #include <unistd.h>
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include "core/check.h"
 #include "core/param.h"
+#include "core/status_server.h"
+#include "core/socket_connect.h"
 #include "topo/ifaces.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/socket/socket_transport.h"
 
 namespace accl {
 namespace {
-
-// First bytes of every data connection: who is calling, for which communicator.
-struct DataHandshake {
-  uint64_t magic;
-  uint64_t nonce;
-  int32_t rank;
-  int32_t pad;
-};
 
 uint64_t randomU64() {
   uint64_t v = 0;
@@ -33,53 +28,23 @@ size_t channelBytes() {
   return bytes;
 }
 
-ncclResult_t connectSockets(Comm* c, const std::vector<int>& peersNeedingSocket, net::Socket& listener) {
-  std::string desc;
-  // Lower rank connects, higher rank accepts: connect() completes in the kernel backlog, so
-  // doing all connects first and then all accepts cannot deadlock.
-  int toAccept = 0;
-  for (int p : peersNeedingSocket) {
-    if (p < c->rank) {
-      toAccept++;
-      continue;
-    }
-    net::Socket s;
-    NCCLCHECK(net::connectTo(c->peers[p].dataAddr, &s, &c->abortFlag));
-    DataHandshake hs{c->bootstrap->magic(), c->nonce, c->rank, 0};
-    desc = "rank " + std::to_string(p) + " (" + c->peers[p].dataAddr.str() + ")";
-    NCCLCHECK(net::sendAll(s, &hs, sizeof(hs), desc.c_str(), &c->abortFlag, 30000));
-    net::tuneForBulk(s);
-    c->conns[p] = makeSocketConnection(std::move(s), c->ringBytes, p);
-  }
-  while (toAccept > 0) {
-    net::Socket s;
-    NCCLCHECK(net::acceptOne(listener, &s, 120000, &c->abortFlag));
-    DataHandshake hs{};
-    if (net::recvAll(s, &hs, sizeof(hs), "incoming data connection", &c->abortFlag, 5000) != ncclSuccess ||
-        hs.magic != c->bootstrap->magic() || hs.nonce != c->nonce || hs.rank < 0 || hs.rank >= c->rank ||
-        c->conns[hs.rank]) {
-      WARN("rank %d: dropped a data connection with a wrong handshake (stray or foreign process)", c->rank);
-      continue;
-    }
-    net::tuneForBulk(s);
-    c->conns[hs.rank] = makeSocketConnection(std::move(s), c->ringBytes, hs.rank);
-    toAccept--;
-  }
-  return ncclSuccess;
-}
-
 }  // namespace
 
 ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   c->rank = rank;
   c->nranks = nranks;
   NCCLCHECK(parseAlgoPolicy(param::algo(), &c->algoPolicy));
+  // The interface first: a NCCL_SOCKET_IFNAME that matches nothing fails here, at once,
+  // naming the interfaces that exist, rather than later in the rendezvous.
+  std::vector<topo::NetIf> ifs;
+  std::string why;
+  NCCLCHECK(topo::selectInterfaces(&ifs, 1, &why));
+  INFO(kSubsysNet | kSubsysInit, "rank %d: data interface %s (%s): %s", rank, ifs[0].name.c_str(),
+       ifs[0].addr.str().c_str(), why.c_str());
   NCCLCHECK(Bootstrap::init(id, rank, nranks, &c->abortFlag, &c->bootstrap));
   c->ringBytes = channelBytes();
 
-  // A data listener on the selected interface, for peers on other hosts.
-  std::vector<topo::NetIf> ifs;
-  NCCLCHECK(topo::selectInterfaces(&ifs, 1));
+  // A data listener on the selected interface's address only, for peers on other hosts.
   net::Socket listener;
   net::SockAddr bound;
   NCCLCHECK(net::listenOn(ifs[0].addr, &listener, &bound));
@@ -92,6 +57,11 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   me.hostHash = topo::hostHash();
   me.commNonce = randomU64();
   me.dataAddr = bound;
+  NCCLCHECK(statusServerAddress(&me.statusAddr));
+  std::memset(me.hostname, 0, sizeof(me.hostname));
+  gethostname(me.hostname, sizeof(me.hostname) - 1);
+  std::memset(me.ifname, 0, sizeof(me.ifname));
+  ifs[0].name.copy(me.ifname, sizeof(me.ifname) - 1);
   NCCLCHECK(c->bootstrap->allGather(c->peers.data(), sizeof(PeerInfo)));
   c->nonce = c->peers[0].commNonce;
 
@@ -124,11 +94,12 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
     }
   }
   if (!socketPeers.empty()) {
-    NCCLCHECK(connectSockets(c, socketPeers, listener));
+    NCCLCHECK(connectSocketPeers(c, socketPeers, listener));
     c->anySocket = true;
   }
   INFO(kSubsysInit, "comm rank %d/%d: %zu local ranks, %s%s, channel %zu bytes", rank, nranks, c->localRanks.size(),
        c->anyShm ? "shm" : "", c->anySocket ? (c->anyShm ? "+socket" : "socket") : "", c->ringBytes);
+  statusRegister(c);
   return ncclSuccess;
 }
 

@@ -188,10 +188,79 @@ ncclResult_t acceptOne(const Socket& listener, Socket* out, int timeoutMs, const
 }
 
 void tuneForBulk(const Socket& s) {
-  int bufBytes = 4 << 20;
-  setsockopt(s.fd(), SOL_SOCKET, SO_SNDBUF, &bufBytes, sizeof(bufBytes));
-  setsockopt(s.fd(), SOL_SOCKET, SO_RCVBUF, &bufBytes, sizeof(bufBytes));
+  int64_t want = param::socketBufBytes();
+  if (want > 0) {
+    int bufBytes = static_cast<int>(std::min<int64_t>(want, 1 << 30));
+    setsockopt(s.fd(), SOL_SOCKET, SO_SNDBUF, &bufBytes, sizeof(bufBytes));
+    setsockopt(s.fd(), SOL_SOCKET, SO_RCVBUF, &bufBytes, sizeof(bufBytes));
+  }
   setNoDelay(s.fd());
+}
+
+void failDeadLinkWithin(const Socket& s, int timeoutMs) {
+  if (timeoutMs <= 0) return;
+  unsigned int userTimeout = static_cast<unsigned int>(timeoutMs);
+  setsockopt(s.fd(), IPPROTO_TCP, TCP_USER_TIMEOUT, &userTimeout, sizeof(userTimeout));
+  int one = 1;
+  int idleSec = std::max(1, timeoutMs / 4000);  // probe an idle link a few times per timeout
+  int intervalSec = 1;
+  int count = std::max(1, timeoutMs / 1000);
+  setsockopt(s.fd(), SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  setsockopt(s.fd(), IPPROTO_TCP, TCP_KEEPIDLE, &idleSec, sizeof(idleSec));
+  setsockopt(s.fd(), IPPROTO_TCP, TCP_KEEPINTVL, &intervalSec, sizeof(intervalSec));
+  setsockopt(s.fd(), IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+}
+
+ncclResult_t connectWithin(const SockAddr& addr, Socket* out, int timeoutMs, std::string* why,
+                           const std::atomic<int>* abortFlag, bool retryRefused) {
+  using Clock = std::chrono::steady_clock;
+  auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      *why = "no answer within " + std::to_string(timeoutMs) + " ms";
+      return ncclRemoteError;
+    }
+    Socket s(socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!s.valid()) {
+      *why = strerror(errno);
+      return ncclSystemError;
+    }
+    int err = 0;
+    if (connect(s.fd(), reinterpret_cast<const sockaddr*>(&addr.ss), addr.len) != 0) {
+      err = errno;
+      if (err == EINPROGRESS || err == EINTR) {
+        err = 0;
+        bool ready = false;
+        while (!ready) {
+          if (aborted(abortFlag)) return ncclInternalError;
+          left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+          if (left <= 0) {
+            *why = "no answer within " + std::to_string(timeoutMs) + " ms (SYN unanswered: link down or filtered?)";
+            return ncclRemoteError;
+          }
+          pollfd p{s.fd(), POLLOUT, 0};
+          int n = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, kAbortSliceMs)));
+          if (n < 0 && errno != EINTR) return ncclSystemError;
+          ready = n > 0;
+        }
+        socklen_t errLen = sizeof(err);
+        if (getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &errLen) != 0) err = errno;
+      }
+    }
+    if (err == 0) {
+      if (!setBlocking(s.fd(), true)) {
+        *why = strerror(errno);
+        return ncclSystemError;
+      }
+      setNoDelay(s.fd());
+      *out = std::move(s);
+      return ncclSuccess;
+    }
+    *why = strerror(err);
+    if (err != ECONNREFUSED || !retryRefused) return ncclRemoteError;  // unreachable, no route: retrying will not help
+    if (!sleepUnlessAborted(std::min<int64_t>(100, left), abortFlag)) return ncclInternalError;
+  }
 }
 
 }  // namespace accl::net

@@ -72,7 +72,18 @@ ncclResult_t sendRecvAll(const Socket& to, const void* sendData, size_t sendSize
 // open (pending data is not consumed).
 bool peerClosed(const Socket& s);
 
-// Applies large send/receive buffers and TCP_NODELAY (socket transport).
+// Applies large send/receive buffers (ACCL_SOCKET_BUF_BYTES) and TCP_NODELAY (socket transport).
 void tuneForBulk(const Socket& s);
+
+// Makes a dead link fail the connection within about timeoutMs: TCP_USER_TIMEOUT bounds how
+// long sent data may stay unacknowledged, and keepalive probes an idle connection. 0: no-op.
+void failDeadLinkWithin(const Socket& s, int timeoutMs);
+
+// One connection attempt bounded by a deadline: refused connects are retried (the peer may not
+// be listening yet) until timeoutMs elapses. No WARN; on failure *why says what happened
+// ("Connection refused", "no answer within 5000 ms"). ncclInternalError if aborted.
+// retryRefused=false: a refusal ends the attempt at once (a probe: the host answered).
+ncclResult_t connectWithin(const SockAddr& addr, Socket* out, int timeoutMs, std::string* why,
+                           const std::atomic<int>* abortFlag = nullptr, bool retryRefused = true);
 
 }  // namespace accl::net

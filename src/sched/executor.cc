@@ -110,10 +110,12 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
       if (c.doneTicket.load(std::memory_order_acquire) != w.ticket) continue;
       if (c.abortFlag.load() || c.revoked.load() || c.asyncError.load() != ncclSuccess) {
         int err = c.asyncError.load();
-        WARN("rank %d: operation not run: communicator %s", c.rank,
-             c.abortFlag.load() ? "was aborted"
-             : c.revoked.load() ? "was revoked"
-                                : "has a pending error from an earlier failure");
+        // An earlier failure already WARNed its cause; an INFO here keeps that cause as the
+        // text ncclGetLastError returns.
+        const char* why = c.abortFlag.load() ? "was aborted" : c.revoked.load() ? "was revoked"
+                                                                                  : "has a pending error from an earlier failure";
+        if (err != ncclSuccess) INFO(kSubsysColl, "rank %d: operation not run: communicator %s", c.rank, why);
+        else WARN("rank %d: operation not run: communicator %s", c.rank, why);
         finishWork(w, err != ncclSuccess ? static_cast<ncclResult_t>(err) : ncclInvalidUsage);
         workMoved = true;
         continue;

@@ -1,156 +1,176 @@
+// socket_transport.cc: the executor's side of a striped socket connection. acquire/commit and
+// peek/release only touch the staging rings; the helper threads (socket_worker.cc) do all I/O.
 #include "transports/socket/socket_transport.h"
-#include <sys/socket.h>
-#include <cerrno>
-#include <cstring>
-#include <vector>
+#include <algorithm>
 #include "core/check.h"
+#include "core/param.h"
+#include "transports/socket/socket_worker.h"
 
 namespace accl {
 namespace {
 
-// A power-of-two byte ring in ordinary memory.
-struct StagingRing {
-  explicit StagingRing(size_t cap) : buf(cap), cap(cap) {}
-  std::vector<char> buf;
-  size_t cap;
-  uint64_t head = 0;  // consumed
-  uint64_t tail = 0;  // produced
-  size_t used() const { return tail - head; }
-  size_t contiguousFree() const {
-    size_t off = tail & (cap - 1);
-    size_t free = cap - used();
-    return free < cap - off ? free : cap - off;
-  }
-  size_t contiguousUsed() const {
-    size_t off = head & (cap - 1);
-    return used() < cap - off ? used() : cap - off;
-  }
-  char* tailPtr() { return buf.data() + (tail & (cap - 1)); }
-  char* headPtr() { return buf.data() + (head & (cap - 1)); }
-};
+// Most of the ring stays in flight while each socket still gets whole chunks.
+size_t chunkBytes(size_t ringBytes, int nsocks) {
+  size_t chunk = ringBytes / (4 * static_cast<size_t>(nsocks));
+  chunk = std::clamp<size_t>(chunk, 4 << 10, 512 << 10);
+  size_t pow2 = 4 << 10;
+  while (pow2 * 2 <= chunk) pow2 *= 2;
+  return std::min(pow2, ringBytes);
+}
 
 class SocketConnection;
 
 class SocketSend final : public SendChannel {
  public:
-  SocketSend(SocketConnection* conn, size_t cap) : conn_(conn), ring_(cap) {}
+  explicit SocketSend(SocketConnection* conn) : conn_(conn) {}
   ncclResult_t acquire(void** buf, size_t* avail) override;
-  void commit(size_t n) override { ring_.tail += n; }
+  void commit(size_t n) override;
   ncclResult_t progress() override;
-  bool pendingLocal() const override { return ring_.used() != 0; }
-  uint64_t position() const override { return ring_.tail; }
-  int fd() const override;
+  bool pendingLocal() const override;
+  uint64_t position() const override;
 
  private:
   SocketConnection* conn_;
-  StagingRing ring_;
 };
 
 class SocketRecv final : public RecvChannel {
  public:
-  SocketRecv(SocketConnection* conn, size_t cap) : conn_(conn), ring_(cap) {}
+  explicit SocketRecv(SocketConnection* conn) : conn_(conn) {}
   ncclResult_t peek(const void** buf, size_t* avail) override;
-  void release(size_t n) override { ring_.head += n; }
-  uint64_t position() const override { return ring_.head; }
+  void release(size_t n) override;
   ncclResult_t progress() override;
-  int fd() const override;
+  uint64_t position() const override;
 
  private:
   SocketConnection* conn_;
-  StagingRing ring_;
-  bool eof_ = false;
 };
 
 class SocketConnection final : public PeerConnection {
  public:
-  SocketConnection(net::Socket sock, size_t cap, int peerRank)
-      : sock_(std::move(sock)), peerRank_(peerRank), send_(this, cap), recv_(this, cap) {}
+  SocketConnection(std::vector<net::Socket> socks, size_t ringBytes, const SocketLayout& layout, Doorbell* bell,
+                   SocketPeer peer)
+      : link_(std::move(socks), ringBytes, Stripe{chunkBytes(ringBytes, layout.nsocks()), layout.nsocks()}, bell,
+              std::move(peer)),
+        send_(this),
+        recv_(this) {
+    for (int t = 0; t < layout.nthreads; t++) {
+      std::vector<int> mine;
+      for (int s = t; s < layout.nsocks(); s += layout.nthreads) mine.push_back(s);
+      workers_.push_back(std::make_unique<SocketWorker>(&link_, std::move(mine)));
+    }
+  }
+  ~SocketConnection() override {
+    stop();
+    workers_.clear();  // joins before the link (rings, sockets) goes away
+  }
   SendChannel* send() override { return &send_; }
   RecvChannel* recv() override { return &recv_; }
-  void close() override {
-    closed_ = true;
-    sock_.shutdownBoth();
+  void close(int /*culprit: sockets cannot pass it on; the bootstrap notice does*/) override {
+    link_.closedLocally.store(true);
+    stop();
+    for (auto& s : link_.socks) s.shutdownBoth();
   }
   const char* transportName() const override { return "Socket"; }
-  int fd() const { return sock_.fd(); }
-  int peerRank() const { return peerRank_; }
-  bool closedLocally() const { return closed_; }
+
+  SocketLink& link() { return link_; }
+  void wakeWorkers() {
+    for (auto& w : workers_) w->wake();
+  }
+  // The failure the executor should see, WARNed where it is first noticed.
+  ncclResult_t failure() const {
+    if (link_.closedLocally.load(std::memory_order_relaxed)) {
+      WARN("rank %d: socket connection to %s was closed (communicator aborted)", link_.peer.myRank,
+           link_.peer.describe().c_str());
+      return ncclRemoteError;
+    }
+    int err = link_.error.load(std::memory_order_acquire);
+    return static_cast<ncclResult_t>(err);
+  }
 
  private:
-  net::Socket sock_;
-  int peerRank_;
-  bool closed_ = false;
+  void stop() {
+    link_.stopping.store(true, std::memory_order_seq_cst);
+    for (auto& w : workers_) w->join();
+  }
+
+  SocketLink link_;
   SocketSend send_;
   SocketRecv recv_;
+  std::vector<std::unique_ptr<SocketWorker>> workers_;
 };
 
-int SocketSend::fd() const { return conn_->fd(); }
-int SocketRecv::fd() const { return conn_->fd(); }
-
 ncclResult_t SocketSend::acquire(void** buf, size_t* avail) {
-  if (conn_->closedLocally()) {
-    WARN("socket connection to rank %d was closed (communicator aborted)", conn_->peerRank());
-    return ncclRemoteError;
-  }
-  *buf = ring_.tailPtr();
-  *avail = ring_.contiguousFree();
+  NCCLCHECK(conn_->failure());
+  StagingRing& ring = conn_->link().out.ring;
+  uint64_t tail = ring.tail.load(std::memory_order_relaxed);
+  size_t used = static_cast<size_t>(tail - ring.head.load(std::memory_order_acquire));
+  size_t off = tail & (ring.cap - 1);
+  *buf = ring.at(tail);
+  *avail = std::min(ring.cap - used, ring.cap - off);
   return ncclSuccess;
 }
 
-ncclResult_t SocketSend::progress() {
-  while (ring_.used() > 0) {
-    ssize_t n = ::send(conn_->fd(), ring_.headPtr(), ring_.contiguousUsed(), MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n > 0) {
-      ring_.head += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return ncclSuccess;
-    if (n < 0 && errno == EINTR) continue;
-    WARN("socket send to rank %d failed: %s (peer died or closed the connection)", conn_->peerRank(),
-         n < 0 ? strerror(errno) : "no progress");
-    return ncclRemoteError;
-  }
-  return ncclSuccess;
+void SocketSend::commit(size_t n) {
+  StagingRing& ring = conn_->link().out.ring;
+  ring.tail.store(ring.tail.load(std::memory_order_relaxed) + n, std::memory_order_seq_cst);
+  conn_->wakeWorkers();
 }
+
+ncclResult_t SocketSend::progress() { return conn_->failure(); }
+
+bool SocketSend::pendingLocal() const {
+  const StagingRing& ring = conn_->link().out.ring;
+  return ring.head.load(std::memory_order_acquire) != ring.tail.load(std::memory_order_relaxed);
+}
+
+uint64_t SocketSend::position() const { return conn_->link().out.ring.tail.load(std::memory_order_relaxed); }
 
 ncclResult_t SocketRecv::peek(const void** buf, size_t* avail) {
-  *buf = ring_.headPtr();
-  *avail = ring_.contiguousUsed();
-  if (*avail == 0 && (eof_ || conn_->closedLocally())) {
-    WARN("socket connection from rank %d closed before the expected data arrived (peer died or aborted)",
-         conn_->peerRank());
-    return ncclRemoteError;
+  SocketLink& link = conn_->link();
+  StagingRing& ring = link.in.ring;
+  uint64_t head = ring.head.load(std::memory_order_relaxed);
+  size_t used = static_cast<size_t>(ring.tail.load(std::memory_order_acquire) - head);
+  size_t off = head & (ring.cap - 1);
+  *buf = ring.at(head);
+  *avail = std::min(used, ring.cap - off);
+  if (*avail == 0) {
+    NCCLCHECK(conn_->failure());
+    if (link.blockedOnEof()) {
+      WARN("rank %d: socket connection from %s closed before the expected data arrived (peer died or aborted)",
+           link.peer.myRank, link.peer.describe().c_str());
+      return ncclRemoteError;
+    }
   }
   return ncclSuccess;
 }
 
-ncclResult_t SocketRecv::progress() {
-  while (!eof_ && ring_.contiguousFree() > 0) {
-    ssize_t n = ::recv(conn_->fd(), ring_.tailPtr(), ring_.contiguousFree(), MSG_DONTWAIT);
-    if (n > 0) {
-      ring_.tail += static_cast<size_t>(n);
-      continue;
-    }
-    if (n == 0) {
-      eof_ = true;  // an error only if we later wait for data that never came (see peek)
-      break;
-    }
-    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-    if (errno == EINTR) continue;
-    if (errno == ECONNRESET || errno == EPIPE) {
-      eof_ = true;
-      break;
-    }
-    WARN("socket recv from rank %d failed: %s", conn_->peerRank(), strerror(errno));
-    return ncclRemoteError;
-  }
-  return ncclSuccess;
+void SocketRecv::release(size_t n) {
+  StagingRing& ring = conn_->link().in.ring;
+  ring.head.store(ring.head.load(std::memory_order_relaxed) + n, std::memory_order_seq_cst);
+  conn_->wakeWorkers();
 }
+
+ncclResult_t SocketRecv::progress() { return conn_->failure(); }
+
+uint64_t SocketRecv::position() const { return conn_->link().in.ring.head.load(std::memory_order_relaxed); }
 
 }  // namespace
 
-std::unique_ptr<PeerConnection> makeSocketConnection(net::Socket sock, size_t ringBytes, int peerRank) {
-  return std::make_unique<SocketConnection>(std::move(sock), ringBytes, peerRank);
+SocketLayout socketLayout() {
+  SocketLayout layout;
+  int64_t threads = param::socketNthreads();
+  int64_t socks = param::nsocksPerThread();
+  // Automatic: two sockets on one helper thread. One thread keeps a 2-core host from being
+  // oversubscribed; two sockets keep the link busy while one waits for its window.
+  layout.nthreads = static_cast<int>(threads > 0 ? std::min<int64_t>(threads, 16) : 1);
+  layout.nsocksPerThread = static_cast<int>(socks > 0 ? std::min<int64_t>(socks, 16) : 2);
+  while (layout.nsocks() > 64) layout.nsocksPerThread--;  // NCCL's cap on sockets per peer
+  return layout;
+}
+
+std::unique_ptr<PeerConnection> makeSocketConnection(std::vector<net::Socket> socks, size_t ringBytes,
+                                                     const SocketLayout& layout, Doorbell* bell, SocketPeer peer) {
+  return std::make_unique<SocketConnection>(std::move(socks), ringBytes, layout, bell, std::move(peer));
 }
 
 }  // namespace accl

@@ -1,0 +1,69 @@
+// socket_link.h: the state one socket connection shares between the executor thread (which
+// fills the send ring and drains the receive ring) and its helper threads (which move bytes
+// between the rings and K TCP sockets). Every cursor has one writer; the rings' shared ends
+// are published as the minimum of the per-socket cursors (see publishMin).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+#include "net/socket.h"
+#include "transports/doorbell.h"
+#include "transports/socket/stripe.h"
+
+namespace accl {
+
+// Who is at the other end, for error messages: "rank 3 (host pod1, 10.77.2.2:41234, hpn0)".
+struct SocketPeer {
+  int myRank = -1;
+  int rank = -1;
+  std::string host;
+  std::string addr;
+  std::string ifname;  // our local interface the connection uses
+  std::string describe() const;
+};
+
+// A power-of-two byte ring allocated once; positions grow forever and wrap by masking.
+struct StagingRing {
+  explicit StagingRing(size_t capacity) : buf(new char[capacity]), cap(capacity) {}
+  std::unique_ptr<char[]> buf;
+  size_t cap;
+  std::atomic<uint64_t> head{0};  // consumed
+  std::atomic<uint64_t> tail{0};  // produced
+  char* at(uint64_t pos) { return buf.get() + (pos & (cap - 1)); }
+};
+
+// One direction of the stream: its ring plus where each socket has got to.
+struct StreamDir {
+  StreamDir(size_t cap, const Stripe& stripe);
+  StagingRing ring;
+  std::unique_ptr<std::atomic<uint64_t>[]> cursor;  // per socket: next stream byte it moves
+  int nsocks;
+  // Every byte below min(cursor) has been moved; raise `end` (never lower it) to that.
+  void publishMin(std::atomic<uint64_t>& end) const;
+};
+
+struct SocketLink {
+  SocketLink(std::vector<net::Socket> socks, size_t ringBytes, const Stripe& stripe, Doorbell* bell,
+             SocketPeer peer);
+  std::vector<net::Socket> socks;
+  Stripe stripe;
+  StreamDir out;  // executor -> peer
+  StreamDir in;   // peer -> executor
+  Doorbell* bell;  // the owning rank's doorbell: rung after data or space appears
+  SocketPeer peer;
+
+  std::unique_ptr<std::atomic<bool>[]> eof;  // per socket: the peer closed it
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> closedLocally{false};
+  std::atomic<int> error{0};  // ncclResult_t of the first hard failure (0 = none)
+
+  // Records the first hard failure (WARNs it) and wakes the executor.
+  void fail(int result, const std::string& what);
+  // True if the socket the receiver waits on next has been closed by the peer.
+  bool blockedOnEof() const;
+};
+
+}  // namespace accl

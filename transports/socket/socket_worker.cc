@@ -1,0 +1,148 @@
+// socket_worker.cc: the helper thread's loop: move what can move without blocking, publish the
+// new ring ends, ring the owner's doorbell; when nothing moves, sleep in poll().
+#include "transports/socket/socket_worker.h"
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include "nccl.h"
+
+namespace accl {
+
+namespace {
+
+bool transient(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
+
+}  // namespace
+
+SocketWorker::SocketWorker(SocketLink* link, std::vector<int> sockets)
+    : link_(link), sockets_(std::move(sockets)), eventFd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+SocketWorker::~SocketWorker() {
+  join();
+  if (eventFd_ >= 0) close(eventFd_);
+}
+
+void SocketWorker::signal() {
+  uint64_t one = 1;
+  ssize_t n = write(eventFd_, &one, sizeof(one));
+  (void)n;  // a full counter already means "wake up"
+}
+
+void SocketWorker::wake() {
+  // Pairs with sleepUntilReady(): either it sees our ring update or we see it sleeping.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleeping_.load(std::memory_order_seq_cst)) signal();
+}
+
+void SocketWorker::join() {
+  if (!thread_.joinable()) return;
+  signal();
+  thread_.join();
+}
+
+bool SocketWorker::pumpSend(int s) {
+  StreamDir& dir = link_->out;
+  const Stripe& st = link_->stripe;
+  bool moved = false;
+  for (;;) {
+    uint64_t pos = dir.cursor[s].load(std::memory_order_relaxed);
+    uint64_t tail = dir.ring.tail.load(std::memory_order_acquire);
+    if (tail <= pos) return moved;
+    size_t len = static_cast<size_t>(std::min(tail, st.chunkEnd(pos)) - pos);
+    ssize_t n = ::send(link_->socks[s].fd(), dir.ring.at(pos), len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      dir.cursor[s].store(st.advance(pos, static_cast<size_t>(n)), std::memory_order_release);
+      moved = true;
+      continue;
+    }
+    if (n < 0 && transient(errno)) return moved;
+    link_->fail(ncclRemoteError, std::string("send: ") + (n < 0 ? strerror(errno) : "no progress"));
+    return moved;
+  }
+}
+
+bool SocketWorker::pumpRecv(int s) {
+  StreamDir& dir = link_->in;
+  const Stripe& st = link_->stripe;
+  bool moved = false;
+  while (!link_->eof[s].load(std::memory_order_relaxed)) {
+    uint64_t pos = dir.cursor[s].load(std::memory_order_relaxed);
+    uint64_t limit = std::min(dir.ring.head.load(std::memory_order_acquire) + dir.ring.cap, st.chunkEnd(pos));
+    if (limit <= pos) return moved;
+    ssize_t n = ::recv(link_->socks[s].fd(), dir.ring.at(pos), static_cast<size_t>(limit - pos), MSG_DONTWAIT);
+    if (n > 0) {
+      dir.cursor[s].store(st.advance(pos, static_cast<size_t>(n)), std::memory_order_release);
+      moved = true;
+      continue;
+    }
+    if (n < 0 && transient(errno)) return moved;
+    if (n == 0 || errno == ECONNRESET || errno == EPIPE) {
+      // Only an error if the receiver later waits for bytes that never came (see peek()).
+      link_->eof[s].store(true, std::memory_order_release);
+      return true;
+    }
+    link_->fail(ncclRemoteError, std::string("recv: ") + strerror(errno));
+    return moved;
+  }
+  return moved;
+}
+
+void SocketWorker::sleepUntilReady() {
+  sleeping_.store(true, std::memory_order_seq_cst);
+  std::vector<pollfd> fds;
+  fds.reserve(sockets_.size() + 1);
+  fds.push_back({eventFd_, POLLIN, 0});
+  for (int s : sockets_) {
+    short events = 0;
+    uint64_t sendPos = link_->out.cursor[s].load(std::memory_order_relaxed);
+    if (link_->out.ring.tail.load(std::memory_order_seq_cst) > sendPos) events |= POLLOUT;
+    uint64_t recvPos = link_->in.cursor[s].load(std::memory_order_relaxed);
+    if (!link_->eof[s].load() && link_->in.ring.head.load(std::memory_order_seq_cst) + link_->in.ring.cap > recvPos)
+      events |= POLLIN;
+    // A socket the peer closed reports POLLHUP forever: leave it out unless we still send.
+    bool closed = link_->eof[s].load() && !(events & POLLOUT);
+    fds.push_back({closed ? -1 : link_->socks[s].fd(), events, 0});
+  }
+  if (!link_->stopping.load(std::memory_order_seq_cst)) {
+    int n = poll(fds.data(), fds.size(), -1);
+    if (n > 0) {
+      for (size_t i = 1; i < fds.size(); i++) {
+        if (!(fds[i].revents & POLLERR)) continue;
+        int err = 0;
+        socklen_t len = sizeof(err);
+        getsockopt(fds[i].fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        if (err != 0) link_->fail(ncclRemoteError, std::string("socket error: ") + strerror(err));
+      }
+    }
+  }
+  sleeping_.store(false, std::memory_order_relaxed);
+  uint64_t drained;
+  ssize_t r = read(eventFd_, &drained, sizeof(drained));
+  (void)r;
+}
+
+void SocketWorker::run() {
+  while (!link_->stopping.load(std::memory_order_acquire) && link_->error.load(std::memory_order_acquire) == 0) {
+    bool sent = false;
+    bool received = false;
+    for (int s : sockets_) {
+      sent |= pumpSend(s);
+      received |= pumpRecv(s);
+    }
+    if (sent) link_->out.publishMin(link_->out.ring.head);
+    if (received) link_->in.publishMin(link_->in.ring.tail);
+    if (sent || received) {
+      ringDoorbell(link_->bell);
+      continue;
+    }
+    sleepUntilReady();
+  }
+}
+
+}  // namespace accl

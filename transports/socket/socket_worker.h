@@ -1,0 +1,39 @@
+// socket_worker.h: a helper thread that moves bytes between a connection's staging rings and
+// some of its sockets (both directions), so the executor never touches a socket. It blocks
+// in poll() when there is nothing to move; the executor wakes it through an eventfd only
+// when it may be asleep (Dekker handshake on `sleeping_`), so a busy stream costs no syscall.
+#pragma once
+#include <atomic>
+#include <thread>
+#include <vector>
+#include "transports/socket/socket_link.h"
+
+namespace accl {
+
+class SocketWorker {
+ public:
+  SocketWorker(SocketLink* link, std::vector<int> sockets);
+  ~SocketWorker();  // stops and joins
+  SocketWorker(const SocketWorker&) = delete;
+  SocketWorker& operator=(const SocketWorker&) = delete;
+
+  // Executor side, after publishing new data (send) or new space (receive).
+  void wake();
+  // Asks the thread to exit (link->stopping must already be set) and joins it.
+  void join();
+
+ private:
+  void run();
+  bool pumpSend(int s);
+  bool pumpRecv(int s);
+  void sleepUntilReady();
+  void signal();
+
+  SocketLink* link_;
+  std::vector<int> sockets_;
+  int eventFd_ = -1;
+  std::atomic<bool> sleeping_{false};
+  std::thread thread_;
+};
+
+}  // namespace accl
