@@ -31,6 +31,9 @@ void divide(ncclDataType_t type, void* dst, const void* src, int divisor, size_t
 
 // Plain copy; large copies may use non-temporal stores.
 void copy(void* dst, const void* src, size_t bytes);
+// Copy with non-temporal stores whatever the size: for pieces of a large output that will not
+// be read again soon (keeps the caches for the channels and inputs).
+void copyStreaming(void* dst, const void* src, size_t bytes);
 
 // Conversions used by tests and by the reference implementation in tests/.
 float halfToFloat(uint16_t h);

@@ -41,6 +41,15 @@ void streamingCopy(char* dst, const char* src, size_t bytes) {
 
 }  // namespace
 
+void copyStreaming(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  if (bytes < 256) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  streamingCopy(static_cast<char*>(dst), static_cast<const char*>(src), bytes);
+}
+
 void copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0 || dst == src) return;
   if (bytes >= kStreamingCopyMinBytes) {

@@ -31,6 +31,7 @@ struct Step {
   size_t bytes = 0;
   const void* scalar = nullptr;  // Scale
   int divisor = 1;               // Divide
+  bool streamDst = false;        // write dst with non-temporal stores (large outputs)
 };
 
 // Produces a rank's steps lazily, so a 128 MiB ring does not materialise thousands of steps.

@@ -93,7 +93,7 @@ ncclResult_t Lane::runStep(Comm& comm, StepState* state) {
       size_t n = roundDown(std::min(avail, remaining), esize);
       if (n == 0) return ncclSuccess;
       if (s.kind == Step::Kind::Recv) {
-        if (s.dst) dev::copy(s.dst + done_, buf, n);
+        if (s.dst) (s.streamDst ? dev::copyStreaming : dev::copy)(s.dst + done_, buf, n);
       } else {
         dev::reduce2(s.type, s.op, s.dst + done_, s.src + done_, buf, n / esize);
       }
@@ -120,10 +120,10 @@ ncclResult_t Lane::runStep(Comm& comm, StepState* state) {
       if (n == 0) return ncclSuccess;
       if (s.kind == Step::Kind::RecvReduceSend) {
         dev::reduce2(s.type, s.op, obuf, s.src + done_, ibuf, n / esize);
-        if (s.dst) dev::copy(s.dst + done_, obuf, n);
+        if (s.dst) (s.streamDst ? dev::copyStreaming : dev::copy)(s.dst + done_, obuf, n);
       } else {
         dev::copy(obuf, ibuf, n);
-        if (s.dst) dev::copy(s.dst + done_, ibuf, n);
+        if (s.dst) (s.streamDst ? dev::copyStreaming : dev::copy)(s.dst + done_, ibuf, n);
       }
       in->release(n);
       out->commit(n);
@@ -146,6 +146,7 @@ ncclResult_t Lane::advance(Comm& comm, bool* progressed) {
         break;
       }
       if (cur_.bytes == 0) continue;  // both ends skip empty steps, so no padding either
+      cur_.streamDst = cur_.streamDst || streamDst_[sourceIdx_];
       hasCur_ = true;
       done_ = 0;
       sendAligned_ = recvAligned_ = false;

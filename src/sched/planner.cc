@@ -46,6 +46,7 @@ void addRecursiveDoubling(Lane& lane, const CollArgs& a, size_t maxBytes) {
 
 void addAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, const Comm& c) {
   const size_t bytes = op.count * dev::typeSize(op.type);
+  const bool stream = outputElems(op, c.nranks) * dev::typeSize(op.type) >= static_cast<size_t>(param::streamOutputBytes());
   Algo algo = chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks);
   INFO(kSubsysTuning, "%s: %zu bytes on %d ranks -> %s", opKindName(op.kind), bytes, c.nranks, algoName(algo));
   switch (op.kind) {
@@ -53,19 +54,19 @@ void addAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, const Comm& c
       if (algo == Algo::Tree) {
         addRecursiveDoubling(lane, a, c.ringBytes / 2);
       } else {
-        lane.add(makeRingAllReduce(a));
+        lane.add(makeRingAllReduce(a), stream);
       }
       break;
     case OpKind::Broadcast:
-      lane.add(algo == Algo::Tree ? makeDirectBroadcast(a) : makeRingBroadcast(a));
+      lane.add(algo == Algo::Tree ? makeDirectBroadcast(a) : makeRingBroadcast(a), stream);
       break;
     case OpKind::Reduce:
-      lane.add(algo == Algo::Tree ? makeDirectReduce(a) : makeChainReduce(a));
+      lane.add(algo == Algo::Tree ? makeDirectReduce(a) : makeChainReduce(a), stream);
       break;
-    case OpKind::AllGather: lane.add(makeRingAllGather(a)); break;
-    case OpKind::ReduceScatter: lane.add(makeRingReduceScatter(a)); break;
-    case OpKind::Gather: lane.add(makeDirectGather(a)); break;
-    case OpKind::Scatter: lane.add(makeDirectScatter(a)); break;
+    case OpKind::AllGather: lane.add(makeRingAllGather(a), stream); break;
+    case OpKind::ReduceScatter: lane.add(makeRingReduceScatter(a), stream); break;
+    case OpKind::Gather: lane.add(makeDirectGather(a), stream); break;
+    case OpKind::Scatter: lane.add(makeDirectScatter(a), stream); break;
     default: break;
   }
 }

@@ -13,7 +13,12 @@ namespace accl {
 
 class Lane {
  public:
-  void add(std::unique_ptr<StepSource> src) { sources_.push_back(std::move(src)); }
+  // streamDst: the source belongs to an op whose output is too large to stay in cache, so
+  // its copies into the output bypass the cache.
+  void add(std::unique_ptr<StepSource> src, bool streamDst = false) {
+    sources_.push_back(std::move(src));
+    streamDst_.push_back(streamDst);
+  }
   bool empty() const { return sources_.empty(); }
 
   // Moves as far as the channels allow. *progressed is set when anything moved.
@@ -33,6 +38,7 @@ class Lane {
   bool alignRecv(RecvChannel* ch);
 
   std::vector<std::unique_ptr<StepSource>> sources_;
+  std::vector<bool> streamDst_;
   size_t sourceIdx_ = 0;
   Step cur_;
   bool hasCur_ = false;
