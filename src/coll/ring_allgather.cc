@@ -1,53 +1,41 @@
-// Ring all-gather: block r-k arrives at step k and is forwarded; the own block is copied
-// into place first (skipped when in-place).
-#include <algorithm>
-#include "coll/algorithms.h"
+// Ring all-gather: block r-k arrives at step k and is forwarded; the own block is copied into
+// place first (skipped when in-place). Pipelined piece by piece (piece_schedule.h).
+#include "coll/piece_schedule.h"
 
 namespace accl {
 namespace {
 
 class RingAllGather final : public StepSource {
  public:
-  explicit RingAllGather(const CollArgs& a)
-      : a_(a), esize_(dev::typeSize(a.type)), pieceElems_(std::max<size_t>(1, a.pieceBytes / esize_)),
-        rounds_((a.count + pieceElems_ - 1) / pieceElems_) {}
+  explicit RingAllGather(const CollArgs& a) : a_(a), s_(a, a.count, a.nranks) {}
 
   bool next(Step* out) override {
-    const int n = a_.nranks, r = a_.rank;
-    const size_t blockBytes = a_.count * esize_;
+    const int n = a_.nranks, r = a_.rank, k = s_.step();
+    const size_t blockBytes = a_.count * s_.esize;
     if (!copied_) {
       copied_ = true;
       *out = copyStep(a_, a_.dst + r * blockBytes, a_.src, blockBytes);
       return true;
     }
-    if (round_ >= rounds_) return false;
+    if (s_.done()) return false;
     const int prev = mod(r - 1, n), next = mod(r + 1, n);
-    const int k = idx_;
-    const size_t lo = round_ * pieceElems_;
-    const size_t bytes = std::min(pieceElems_, a_.count - lo) * esize_;
-    auto block = [&](int b) { return a_.dst + b * blockBytes + lo * esize_; };
+    const size_t lo = s_.pieceStart() * s_.esize, bytes = s_.pieceBytes(a_.count);
+    char* block = a_.dst + mod(r - k, n) * blockBytes + lo;
     if (k == 0) {
-      *out = sendStep(a_, next, a_.src + lo * esize_, bytes);
+      *out = sendStep(a_, next, a_.src + lo, bytes);
     } else if (k < n - 1) {
-      *out = forwardStep(a_, Step::Kind::RecvCopySend, prev, next, nullptr, block(mod(r - k, n)), bytes);
+      *out = forwardStep(a_, Step::Kind::RecvCopySend, prev, next, nullptr, block, bytes);
     } else {
-      *out = recvStep(a_, prev, block(mod(r - k, n)), bytes);
+      *out = recvStep(a_, prev, block, bytes);
     }
-    if (++idx_ == n) {
-      idx_ = 0;
-      round_++;
-    }
+    s_.advance();
     return true;
   }
 
  private:
   CollArgs a_;
-  size_t esize_;
-  size_t pieceElems_;
-  size_t rounds_;
+  PieceSchedule s_;
   bool copied_ = false;
-  size_t round_ = 0;
-  int idx_ = 0;
 };
 
 }  // namespace

@@ -1,46 +1,34 @@
 // Ring reduce-scatter: block r-1-k travels at step k, so rank r finishes its own block r.
-// Piece-major like the ring all-reduce (see there for why it cannot deadlock).
-#include <algorithm>
-#include "coll/algorithms.h"
+// Pipelined piece by piece (piece_schedule.h).
+#include "coll/piece_schedule.h"
 
 namespace accl {
 namespace {
 
 class RingReduceScatter final : public StepSource {
  public:
-  explicit RingReduceScatter(const CollArgs& a)
-      : a_(a), esize_(dev::typeSize(a.type)), pieceElems_(std::max<size_t>(1, a.pieceBytes / esize_)),
-        rounds_((a.count + pieceElems_ - 1) / pieceElems_) {}
+  explicit RingReduceScatter(const CollArgs& a) : a_(a), s_(a, a.count, a.nranks) {}
 
   bool next(Step* out) override {
-    const int n = a_.nranks, r = a_.rank;
-    if (round_ >= rounds_) return false;
+    if (s_.done()) return false;
+    const int n = a_.nranks, r = a_.rank, k = s_.step();
     const int prev = mod(r - 1, n), next = mod(r + 1, n);
-    const int k = idx_;
-    const size_t lo = round_ * pieceElems_;
-    const size_t bytes = std::min(pieceElems_, a_.count - lo) * esize_;
-    auto block = [&](int b) { return a_.src + (static_cast<size_t>(b) * a_.count + lo) * esize_; };
+    const size_t bytes = s_.pieceBytes(a_.count);
+    auto block = [&](int b) { return a_.src + (static_cast<size_t>(b) * a_.count + s_.pieceStart()) * s_.esize; };
     if (k == 0) {
       *out = sendStep(a_, next, block(mod(r - 1, n)), bytes);
     } else if (k < n - 1) {
       *out = forwardStep(a_, Step::Kind::RecvReduceSend, prev, next, block(mod(r - 1 - k, n)), nullptr, bytes);
     } else {
-      *out = recvReduceStep(a_, prev, a_.dst + lo * esize_, block(r), bytes);
+      *out = recvReduceStep(a_, prev, a_.dst + s_.pieceStart() * s_.esize, block(r), bytes);
     }
-    if (++idx_ == n) {
-      idx_ = 0;
-      round_++;
-    }
+    s_.advance();
     return true;
   }
 
  private:
   CollArgs a_;
-  size_t esize_;
-  size_t pieceElems_;
-  size_t rounds_;
-  size_t round_ = 0;
-  int idx_ = 0;
+  PieceSchedule s_;
 };
 
 }  // namespace
