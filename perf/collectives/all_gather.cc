@@ -9,13 +9,7 @@ class AllGather final : public Collective {
  public:
   const char* name() const override { return "all_gather_perf"; }
   Layout layout(size_t bytes, size_t elemSize, int n, int rank) const override {
-    Layout l;
-    l.count = roundedPerRankCount(bytes, elemSize, n);
-    l.sendElems = l.count;
-    l.recvElems = l.count * n;
-    l.sizeBytes = l.algBytes = l.recvElems * elemSize;
-    l.inPlaceSendOffset = l.count * rank;
-    return l;
+    return gatheredLayout(bytes, elemSize, n, rank);
   }
   double busBwFactor(int n) const override { return double(n - 1) / n; }
   ncclResult_t call(const CallArgs& a, int) const override {

@@ -8,11 +8,7 @@ class Broadcast final : public Collective {
  public:
   const char* name() const override { return "broadcast_perf"; }
   Layout layout(size_t bytes, size_t elemSize, int, int) const override {
-    Layout l;
-    l.count = bytes / elemSize;
-    l.sendElems = l.recvElems = l.count;
-    l.sizeBytes = l.algBytes = l.count * elemSize;
-    return l;
+    return wholeBufferLayout(bytes, elemSize);
   }
   double busBwFactor(int) const override { return 1.0; }
   ncclResult_t call(const CallArgs& a, int) const override {

@@ -9,13 +9,7 @@ class Scatter final : public Collective {
  public:
   const char* name() const override { return "scatter_perf"; }
   Layout layout(size_t bytes, size_t elemSize, int n, int rank) const override {
-    Layout l;
-    l.count = roundedPerRankCount(bytes, elemSize, n);
-    l.sendElems = l.count * n;
-    l.recvElems = l.count;
-    l.sizeBytes = l.algBytes = l.sendElems * elemSize;
-    l.inPlaceRecvOffset = l.count * rank;
-    return l;
+    return scatteredLayout(bytes, elemSize, n, rank);
   }
   double busBwFactor(int n) const override { return double(n - 1) / n; }
   ncclResult_t call(const CallArgs& a, int) const override {

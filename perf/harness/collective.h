@@ -66,4 +66,35 @@ inline size_t roundedPerRankCount(size_t bytes, size_t elemSize, int nranks) {
   return perRank / align * align;
 }
 
+// The three buffer shapes of nccl-tests: one buffer of B/E elements on every rank
+// (all-reduce, broadcast, reduce, sendrecv); n rounded blocks gathered into the receive
+// buffer (all-gather, gather; in place: send = recv + rank's block); n rounded blocks
+// scattered out of the send buffer (reduce-scatter, scatter; in place: result = send +
+// rank's block). sizeBytes = algBytes = the larger side.
+inline Layout wholeBufferLayout(size_t bytes, size_t elemSize) {
+  Layout l;
+  l.count = bytes / elemSize;
+  l.sendElems = l.recvElems = l.count;
+  l.sizeBytes = l.algBytes = l.count * elemSize;
+  return l;
+}
+inline Layout gatheredLayout(size_t bytes, size_t elemSize, int n, int rank) {
+  Layout l;
+  l.count = roundedPerRankCount(bytes, elemSize, n);
+  l.sendElems = l.count;
+  l.recvElems = l.count * n;
+  l.sizeBytes = l.algBytes = l.recvElems * elemSize;
+  l.inPlaceSendOffset = l.count * rank;
+  return l;
+}
+inline Layout scatteredLayout(size_t bytes, size_t elemSize, int n, int rank) {
+  Layout l;
+  l.count = roundedPerRankCount(bytes, elemSize, n);
+  l.sendElems = l.count * n;
+  l.recvElems = l.count;
+  l.sizeBytes = l.algBytes = l.sendElems * elemSize;
+  l.inPlaceRecvOffset = l.count * rank;
+  return l;
+}
+
 }  // namespace accl::perf
