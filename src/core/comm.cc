@@ -1,4 +1,5 @@
 #include "core/comm.h"
+#include <cstring>
 #include <unordered_set>
 #include "core/log.h"
 #include "core/status_server.h"
@@ -29,9 +30,9 @@ void Comm::fail(ncclResult_t err, int culprit) {
   int expected = ncclSuccess;
   if (asyncError.compare_exchange_strong(expected, err)) {
     if (culprit >= 0) {
-      WARN("rank %d of %d: lost peer rank %d; communicator failed with \"%s\"; closing its connections so the "
-           "other ranks stop waiting",
-           rank, nranks, culprit, pncclGetErrorString(err));
+      WARN("rank %d of %d: lost peer %s; communicator failed with \"%s\"; closing its connections so the other "
+           "ranks stop waiting",
+           rank, nranks, describePeer(culprit).c_str(), pncclGetErrorString(err));
     } else {
       WARN("rank %d of %d: communicator failed with \"%s\"; closing its connections so peers stop waiting", rank,
            nranks, pncclGetErrorString(err));
@@ -41,6 +42,14 @@ void Comm::fail(ncclResult_t err, int culprit) {
     if (bootstrap) bootstrap->closeRing(culprit);
     ringDoorbell(bell());
   }
+}
+
+std::string Comm::describePeer(int peer) const {
+  std::string d = "rank " + std::to_string(peer);
+  if (peer < 0 || peer >= static_cast<int>(peers.size())) return d;
+  const PeerInfo& p = peers[peer];
+  return d + " (host " + std::string(p.hostname, strnlen(p.hostname, sizeof(p.hostname))) + ", " + p.dataAddr.str() +
+         ", interface " + std::string(p.ifname, strnlen(p.ifname, sizeof(p.ifname))) + ")";
 }
 
 void Comm::closeTransports() {

@@ -91,6 +91,8 @@ class Comm {
   void fail(ncclResult_t err, int culprit = -1);
   void closeTransports();
   int localRankCount() const { return static_cast<int>(localRanks.size()); }
+  // "rank 3 (host pod1, 10.77.2.2:41000, interface hpn0)", for error messages.
+  std::string describePeer(int peer) const;
 };
 
 // Registry of live handles: lets every entry point reject destroyed or bogus communicators

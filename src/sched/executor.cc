@@ -196,11 +196,12 @@ bool checkPeers(std::vector<std::unique_ptr<CommWork>>& works) {
     int dead = c.bootstrap->closedNeighbour(&culprit);
     if (dead >= 0) {
       if (culprit == dead) {
-        WARN("rank %d: peer rank %d closed its connection without finishing (process died or aborted); "
-             "failing the operation",
-             c.rank, dead);
+        WARN("rank %d: peer %s closed its connection without finishing (process died, aborted or its link went "
+             "down); failing the operation",
+             c.rank, c.describePeer(dead).c_str());
       } else {
-        WARN("rank %d: peer rank %d failed after losing rank %d; failing the operation", c.rank, dead, culprit);
+        WARN("rank %d: peer %s failed after losing %s; failing the operation", c.rank, c.describePeer(dead).c_str(),
+             c.describePeer(culprit).c_str());
       }
       finishWork(*w, ncclRemoteError, culprit);
       failed = true;

@@ -91,7 +91,7 @@ if wait_world; then fail "hpn0 down: the run did not fail"; fi
 took=$(($(date +%s) - down))
 [ "$took" -le 10 ] || fail "hpn0 down: ranks took ${took}s to fail (want <= 10)"
 for log in "$dir"/rank*.log; do
-  grep -q "socket connection to rank [0-9]* (host pod[0-9], [0-9.:]*, interface hpn0) failed" "$log" ||
+  grep -q "rank [0-9]* (host pod[0-9], [0-9.:]*, interface hpn0)" "$log" ||
     { fail "hpn0 down: $log does not name the peer and interface:"; sed 's/^/    /' "$log" | tail -n 8; }
 done
 echo "hpn0 down in pod1: all ranks failed after ${took}s:"
