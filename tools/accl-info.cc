@@ -2,6 +2,8 @@
 // environment. Lists interfaces, the one ACCL would pick and why, the interface to use for a
 // pod of N accelerators, and (--peers) whether other hosts answer on a TCP port.
 //   accl-info [--pod-size N] [--peers host[:port] ...] [--port P] [--timeout-ms T]
+//   accl-info --hang-report    (how to read ACCL's hang report)
+#include "hang_report_help.h"
 #include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
@@ -66,7 +68,9 @@ void recommend(const std::vector<accl::topo::NetIf>& all, int podSize) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: accl-info [--pod-size N] [--peers host[:port] ...] [--port P] [--timeout-ms T]\n");
+  std::fprintf(stderr,
+               "usage: accl-info [--pod-size N] [--peers host[:port] ...] [--port P] [--timeout-ms T]\n"
+               "       accl-info --hang-report\n");
   return 2;
 }
 
@@ -82,6 +86,10 @@ int main(int argc, char** argv) {
     if (a == "--pod-size" && i + 1 < argc) podSize = std::atoi(argv[++i]);
     else if (a == "--port" && i + 1 < argc) port = std::atoi(argv[++i]);
     else if (a == "--timeout-ms" && i + 1 < argc) timeoutMs = std::atoi(argv[++i]);
+    else if (a == "--hang-report") {
+      std::fputs(accl::tools::kHangReportHelp, stdout);
+      return 0;
+    }
     else if (a == "--peers") {
       while (i + 1 < argc && argv[i + 1][0] != '-') peers.push_back(argv[++i]);
     } else if (a == "-h" || a == "--help") return usage();
