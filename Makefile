@@ -3,6 +3,9 @@ BUILD ?= build
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# Python virtual environment with torch (scripts/install-deps.sh, tests/torch)
+VENV ?= $(CURDIR)/.venv
+export VENV
 
 .PHONY: all deps configure build run test install clean
 

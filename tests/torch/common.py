@@ -1,0 +1,24 @@
+"""Shared helpers for the torch_accl pytest suite."""
+import os
+import socket
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(script, nproc, *args, timeout=180, env=None):
+    """Runs `torchrun --nproc-per-node=nproc script args` on 127.0.0.1; returns CompletedProcess."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
+           "--master-addr=127.0.0.1", f"--master-port={free_port()}", script, *args]
+    e = dict(os.environ)
+    e.update(env or {})
+    e.setdefault("OMP_NUM_THREADS", "1")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e)
