@@ -219,19 +219,23 @@ int onlineCores() {
 // an earlier op, or idle) or gone. For warnings only the lowest blocked rank prints it (one
 // block per job, not per rank); a rank about to fail on ACCL_TIMEOUT always prints, since
 // its failure will unblock the others before their own timers expire.
-void printHangSummary(Comm& c, bool always) {
+// Returns "behind: ...; gone: ..." (the suspects), printed or not.
+std::string printHangSummary(Comm& c, bool always) {
   std::vector<std::string> lines = gatherStatus(c);
-  for (int p = 0; p < c.rank && !always; p++)
-    if (lines[p].find("blocked:") != std::string::npos) return;  // a lower rank prints it
+  bool lowerPrints = false;
+  for (int p = 0; p < c.rank && !always; p++) lowerPrints = lowerPrints || lines[p].find("blocked:") != std::string::npos;
   std::string text, behind, gone;
   for (int p = 0; p < c.nranks; p++) {
     text += "\n  " + lines[p];
     if (lines[p].find("no answer") != std::string::npos) gone += " " + std::to_string(p);
     else if (lines[p].find("idle") != std::string::npos) behind += " " + std::to_string(p);
   }
-  WARN("ACCL hang summary for comm %p (%d ranks), gathered by rank %d:%s\n  => behind (not in this op):%s; gone:%s",
-       static_cast<void*>(&c), c.nranks, c.rank, text.c_str(), behind.empty() ? " none" : behind.c_str(),
-       gone.empty() ? " none" : gone.c_str());
+  std::string suspects = std::string("behind (not in this op):") + (behind.empty() ? " none" : behind) +
+                         "; gone:" + (gone.empty() ? " none" : gone);
+  if (!lowerPrints)
+    WARN("ACCL hang summary for comm %p (%d ranks), gathered by rank %d:%s\n  => %s", static_cast<void*>(&c),
+         c.nranks, c.rank, text.c_str(), suspects.c_str());
+  return suspects;
 }
 
 // Timeouts and hang reports, checked only while blocked.
@@ -252,12 +256,16 @@ void checkHangs(std::vector<std::unique_ptr<CommWork>>& works, uint64_t* seenRep
       w.comm->blockedReport = report.substr(report.find("op #"));
     }
     const bool timedOut = timeoutUsec > 0 && stalled >= timeoutUsec && w.started;
-    if (timedOut || requested || (warnUsec > 0 && stalled >= warnUsec && !w.hangReported)) printHangSummary(*w.comm, timedOut);
+    std::string suspects;
+    if (timedOut || requested || (warnUsec > 0 && stalled >= warnUsec && !w.hangReported))
+      suspects = printHangSummary(*w.comm, timedOut);
     // A work still queued behind its communicator's previous op is timed out through that op.
-    if (timeoutUsec > 0 && stalled >= timeoutUsec && w.started) {
-      WARN("ACCL_TIMEOUT=%lld s expired without progress; failing the operation\n%s",
-           static_cast<long long>(timeoutUsec / 1000000), hangReport(w, now).c_str());
+    if (timedOut) {
+      std::string report = hangReport(w, now);
       finishWork(w, ncclRemoteError);
+      // WARNed after the failure itself, so ncclGetLastError returns this, the useful text.
+      WARN("ACCL_TIMEOUT=%lld s expired without progress; ranks %s; failing the operation\n%s",
+           static_cast<long long>(timeoutUsec / 1000000), suspects.c_str(), report.c_str());
     } else if (requested || (warnUsec > 0 && stalled >= warnUsec && !w.hangReported)) {
       w.hangReported = w.hangReported || !requested;
       WARN("%s%s", requested ? "" : "no progress for ACCL_HANG_WARN seconds (still waiting)\n",
