@@ -36,7 +36,7 @@ Job summary (printed once by the lowest blocked rank, or by every rank that time
     rank 0: 1 of 2 ops done, blocked: op #1: AllReduce(...) ...
     rank 2: 1 of 1 ops done, idle (not inside an operation of this communicator)
     rank 3: no answer from 10.0.0.3:41233 (process gone, hung before init, or unreachable)
-    => behind (not in this op): 2; gone: 3
+    => behind (not in this op): rank 2; gone: rank 3
 
   "idle" ranks never called the operation the others wait in: look at that rank's code
   path (a skipped or reordered collective, an exception, a different op count).

@@ -227,8 +227,9 @@ std::string printHangSummary(Comm& c, bool always) {
   std::string text, behind, gone;
   for (int p = 0; p < c.nranks; p++) {
     text += "\n  " + lines[p];
-    if (lines[p].find("no answer") != std::string::npos) gone += " " + std::to_string(p);
-    else if (lines[p].find("idle") != std::string::npos) behind += " " + std::to_string(p);
+    auto add = [p](std::string& list) { list += (list.empty() ? " rank " : ", rank ") + std::to_string(p); };
+    if (lines[p].find("no answer") != std::string::npos) add(gone);
+    else if (lines[p].find("idle") != std::string::npos) add(behind);
   }
   std::string suspects = std::string("behind (not in this op):") + (behind.empty() ? " none" : behind) +
                          "; gone:" + (gone.empty() ? " none" : gone);
@@ -264,7 +265,7 @@ void checkHangs(std::vector<std::unique_ptr<CommWork>>& works, uint64_t* seenRep
       std::string report = hangReport(w, now);
       finishWork(w, ncclRemoteError);
       // WARNed after the failure itself, so ncclGetLastError returns this, the useful text.
-      WARN("ACCL_TIMEOUT=%lld s expired without progress; ranks %s; failing the operation\n%s",
+      WARN("ACCL_TIMEOUT=%lld s expired without progress; %s; failing the operation\n%s",
            static_cast<long long>(timeoutUsec / 1000000), suspects.c_str(), report.c_str());
     } else if (requested || (warnUsec > 0 && stalled >= warnUsec && !w.hangReported)) {
       w.hangReported = w.hangReported || !requested;

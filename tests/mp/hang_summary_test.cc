@@ -59,7 +59,7 @@ TEST(HangSummary, ARankThatSkipsTheCollectiveIsNamedAsBehindAndTheOthersTimeOut)
   }
   EXPECT_NE(logs.find("ACCL hang summary"), std::string::npos) << logs;
   EXPECT_NE(logs.find("rank 2: 1 of 1 ops done, idle"), std::string::npos) << logs;
-  EXPECT_NE(logs.find("=> behind (not in this op): 2; gone: none"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("=> behind (not in this op): rank 2; gone: none"), std::string::npos) << logs;
   EXPECT_NE(logs.find("ACCL_TIMEOUT=2 s expired"), std::string::npos) << logs;
   EXPECT_NE(logs.find("waiting for data from rank"), std::string::npos) << logs;
 }
