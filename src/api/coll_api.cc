@@ -1,6 +1,7 @@
 // Collective and point-to-point entry points: validate every argument (naming the bad one
 // and its value), then record the op with the group machinery.
 #include <cstdint>
+#include <cstring>
 #include "api/api.h"
 #include "core/check.h"
 #include "sched/group.h"
@@ -16,8 +17,8 @@ struct Call {
   const void* sendbuff;
   void* recvbuff;
   size_t count;
-  ncclDataType_t type;
-  ncclRedOp_t op;  // ncclNumOps for ops without a reduction
+  int type;  // raw values: checked before they become enums (see rawEnum)
+  int op;    // ncclNumOps for ops without a reduction
   int root;        // root or peer; -1 if none
   ncclComm_t comm;
   cudaStream_t stream;
@@ -88,13 +89,14 @@ ncclResult_t record(const Call& c) {
     return ncclInvalidUsage;
   }
   if (c.type < 0 || c.type >= ncclNumTypes) {
-    WARN("%s: datatype = %d is not a valid ncclDataType_t", c.fn, static_cast<int>(c.type));
+    WARN("%s: datatype = %d is not a valid ncclDataType_t", c.fn, c.type);
     return ncclInvalidArgument;
   }
+  const ncclDataType_t type = static_cast<ncclDataType_t>(c.type);
   const int n = comm->nranks;
-  const size_t esize = dev::typeSize(c.type);
+  const size_t esize = dev::typeSize(type);
   if (c.count > SIZE_MAX / esize / static_cast<size_t>(n)) {
-    WARN("%s: count = %zu overflows the address space for %s on %d ranks", c.fn, c.count, dev::typeName(c.type), n);
+    WARN("%s: count = %zu overflows the address space for %s on %d ranks", c.fn, c.count, dev::typeName(type), n);
     return ncclInvalidArgument;
   }
   if (hasRoot(c.kind) && (c.root < 0 || c.root >= n)) {
@@ -115,12 +117,12 @@ ncclResult_t record(const Call& c) {
   auto op = std::make_unique<OpDesc>();
   op->kind = c.kind;
   op->count = c.count;
-  op->type = c.type;
+  op->type = type;
   op->root = c.root;
   op->stream = c.stream;
   if (hasReduction(c.kind)) {
     if (c.op < 0) {
-      WARN("%s: op = %d is not a valid ncclRedOp_t", c.fn, static_cast<int>(c.op));
+      WARN("%s: op = %d is not a valid ncclRedOp_t", c.fn, c.op);
       return ncclInvalidArgument;
     }
     if (c.op < ncclNumOps) {
@@ -131,13 +133,13 @@ ncclResult_t record(const Call& c) {
       size_t idx = static_cast<size_t>(c.op) - ncclNumOps;
       if (idx >= comm->redOps.size() || !comm->redOps[idx].live) {
         WARN("%s: op = %d is neither a built-in op nor a live ncclRedOpCreatePreMulSum handle of comm %p", c.fn,
-             static_cast<int>(c.op), static_cast<void*>(c.comm));
+             c.op, static_cast<void*>(c.comm));
         return ncclInvalidArgument;
       }
       const RedOpEntry& e = comm->redOps[idx];
-      if (e.type != c.type) {
-        WARN("%s: op %d was created for %s but is used with %s", c.fn, static_cast<int>(c.op), dev::typeName(e.type),
-             dev::typeName(c.type));
+      if (e.type != type) {
+        WARN("%s: op %d was created for %s but is used with %s", c.fn, c.op, dev::typeName(e.type),
+             dev::typeName(type));
         return ncclInvalidArgument;
       }
       op->preMul = true;
@@ -167,7 +169,7 @@ ncclResult_t record(const Call& c) {
     }
   }
   INFO(kSubsysColl, "%s: sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d] stream %p",
-       c.fn, c.sendbuff, c.recvbuff, c.count, static_cast<int>(c.type), static_cast<int>(c.op), c.root,
+       c.fn, c.sendbuff, c.recvbuff, c.count, c.type, c.op, c.root,
        static_cast<void*>(c.comm), n, static_cast<void*>(c.stream));
   if (c.count == 0) return ncclSuccess;  // legal no-op
   op->sendbuff = c.sendbuff;
@@ -180,58 +182,58 @@ ncclResult_t record(const Call& c) {
 
 NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return record({"ncclAllReduce", OpKind::AllReduce, sendbuff, recvbuff, count, datatype, op, -1, comm, stream});
+  return record({"ncclAllReduce", OpKind::AllReduce, sendbuff, recvbuff, count, rawEnum(datatype), rawEnum(op), -1, comm, stream});
 }
 
 NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          int root, ncclComm_t comm, cudaStream_t stream) {
-  return record({"ncclBroadcast", OpKind::Broadcast, sendbuff, recvbuff, count, datatype, ncclNumOps, root, comm,
+  return record({"ncclBroadcast", OpKind::Broadcast, sendbuff, recvbuff, count, rawEnum(datatype), ncclNumOps, root, comm,
                  stream});
 }
 
 NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
          cudaStream_t stream) {
-  return record({"ncclBcast", OpKind::Broadcast, buff, buff, count, datatype, ncclNumOps, root, comm, stream});
+  return record({"ncclBcast", OpKind::Broadcast, buff, buff, count, rawEnum(datatype), ncclNumOps, root, comm, stream});
 }
 
 NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  return record({"ncclReduce", OpKind::Reduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream});
+  return record({"ncclReduce", OpKind::Reduce, sendbuff, recvbuff, count, rawEnum(datatype), rawEnum(op), root, comm, stream});
 }
 
 NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return record({"ncclAllGather", OpKind::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclNumOps, -1, comm,
+  return record({"ncclAllGather", OpKind::AllGather, sendbuff, recvbuff, sendcount, rawEnum(datatype), ncclNumOps, -1, comm,
                  stream});
 }
 
 NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return record({"ncclReduceScatter", OpKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, -1, comm,
+  return record({"ncclReduceScatter", OpKind::ReduceScatter, sendbuff, recvbuff, recvcount, rawEnum(datatype), rawEnum(op), -1, comm,
                  stream});
 }
 
 NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          ncclComm_t comm, cudaStream_t stream) {
-  return record({"ncclAlltoAll", OpKind::AlltoAll, sendbuff, recvbuff, count, datatype, ncclNumOps, -1, comm, stream});
+  return record({"ncclAlltoAll", OpKind::AlltoAll, sendbuff, recvbuff, count, rawEnum(datatype), ncclNumOps, -1, comm, stream});
 }
 
 NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          int root, ncclComm_t comm, cudaStream_t stream) {
-  return record({"ncclGather", OpKind::Gather, sendbuff, recvbuff, count, datatype, ncclNumOps, root, comm, stream});
+  return record({"ncclGather", OpKind::Gather, sendbuff, recvbuff, count, rawEnum(datatype), ncclNumOps, root, comm, stream});
 }
 
 NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          int root, ncclComm_t comm, cudaStream_t stream) {
-  return record({"ncclScatter", OpKind::Scatter, sendbuff, recvbuff, count, datatype, ncclNumOps, root, comm, stream});
+  return record({"ncclScatter", OpKind::Scatter, sendbuff, recvbuff, count, rawEnum(datatype), ncclNumOps, root, comm, stream});
 }
 
 NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
          ncclComm_t comm, cudaStream_t stream) {
-  return record({"ncclSend", OpKind::Send, sendbuff, nullptr, count, datatype, ncclNumOps, peer, comm, stream});
+  return record({"ncclSend", OpKind::Send, sendbuff, nullptr, count, rawEnum(datatype), ncclNumOps, peer, comm, stream});
 }
 
 NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
          cudaStream_t stream) {
-  return record({"ncclRecv", OpKind::Recv, nullptr, recvbuff, count, datatype, ncclNumOps, peer, comm, stream});
+  return record({"ncclRecv", OpKind::Recv, nullptr, recvbuff, count, rawEnum(datatype), ncclNumOps, peer, comm, stream});
 }

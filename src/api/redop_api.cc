@@ -15,12 +15,13 @@ NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, 
     WARN("ncclRedOpCreatePreMulSum: %s is NULL", op == nullptr ? "op" : "scalar");
     return ncclInvalidArgument;
   }
-  if (datatype < 0 || datatype >= ncclNumTypes) {
-    WARN("ncclRedOpCreatePreMulSum: datatype = %d is not a valid ncclDataType_t", static_cast<int>(datatype));
+  const int rawType = rawEnum(datatype), rawResidence = rawEnum(residence);
+  if (rawType < 0 || rawType >= ncclNumTypes) {
+    WARN("ncclRedOpCreatePreMulSum: datatype = %d is not a valid ncclDataType_t", rawType);
     return ncclInvalidArgument;
   }
-  if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate) {
-    WARN("ncclRedOpCreatePreMulSum: residence = %d is invalid", static_cast<int>(residence));
+  if (rawResidence != ncclScalarDevice && rawResidence != ncclScalarHostImmediate) {
+    WARN("ncclRedOpCreatePreMulSum: residence = %d is invalid", rawResidence);
     return ncclInvalidArgument;
   }
   RedOpEntry e;
