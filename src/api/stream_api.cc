@@ -66,8 +66,7 @@ NCCL_API(ncclResult_t, ncclHostEventCreate, ncclHostEvent_t* event) {
 NCCL_API(ncclResult_t, ncclHostEventDestroy, ncclHostEvent_t event) {
   HostEvent* ev = eventArg("ncclHostEventDestroy", event);
   if (!ev) return ncclInvalidArgument;
-  ev->synchronize();  // queued records/waits still reference it
-  destroyHostEvent(ev);
+  destroyHostEvent(ev);  // queued records/waits keep their own reference
   return ncclSuccess;
 }
 

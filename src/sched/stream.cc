@@ -29,8 +29,8 @@ std::unordered_map<void*, std::unique_ptr<HostStream>>& streams() {
   static std::unordered_map<void*, std::unique_ptr<HostStream>> s;
   return s;
 }
-std::unordered_map<void*, std::unique_ptr<HostEvent>>& events() {
-  static std::unordered_map<void*, std::unique_ptr<HostEvent>> s;
+std::unordered_map<void*, std::shared_ptr<HostEvent>>& events() {
+  static std::unordered_map<void*, std::shared_ptr<HostEvent>> s;
   return s;
 }
 
@@ -98,17 +98,17 @@ void HostEvent::record(HostStream* stream) {
     std::lock_guard<std::mutex> lk(mu_);
     gen = ++recorded_;
   }
-  stream->enqueue([this, gen] {
-    complete(gen);
+  stream->enqueue([self = shared_from_this(), gen] {
+    self->complete(gen);
     return ncclSuccess;
   });
 }
 
 void HostEvent::complete(uint64_t gen) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (gen > completed_) completed_ = gen;
-  }
+  // Notified under the lock: a waiter that sees the new value can only do so after this
+  // returns, so it may destroy the event right away (ThreadSanitizer found the other order).
+  std::lock_guard<std::mutex> lk(mu_);
+  if (gen > completed_) completed_ = gen;
   cv_.notify_all();
 }
 
@@ -137,8 +137,8 @@ void HostEvent::makeWait(HostStream* stream) {
     std::lock_guard<std::mutex> lk(mu_);
     gen = recorded_;
   }
-  stream->enqueue([this, gen] {
-    waitFor(gen);
+  stream->enqueue([self = shared_from_this(), gen] {
+    self->waitFor(gen);
     return ncclSuccess;
   });
 }
@@ -173,7 +173,7 @@ void destroyHostStream(HostStream* s) {
 }
 
 HostEvent* createHostEvent() {
-  auto e = std::make_unique<HostEvent>();
+  auto e = std::make_shared<HostEvent>();
   HostEvent* raw = e.get();
   std::lock_guard<std::mutex> lk(gRegistryMu);
   events()[raw] = std::move(e);
@@ -181,7 +181,7 @@ HostEvent* createHostEvent() {
 }
 
 void destroyHostEvent(HostEvent* e) {
-  std::unique_ptr<HostEvent> owned;
+  std::shared_ptr<HostEvent> owned;
   std::lock_guard<std::mutex> lk(gRegistryMu);
   auto node = events().extract(e);
   if (!node.empty()) owned = std::move(node.mapped());

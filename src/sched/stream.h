@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include "nccl.h"
@@ -40,7 +41,9 @@ class HostStream {
   std::thread worker_;
 };
 
-class HostEvent {
+// Queued record/wait tasks hold a shared reference, so destroying an event whose tasks have
+// not run yet (allowed, as with cudaEventDestroy) is safe.
+class HostEvent : public std::enable_shared_from_this<HostEvent> {
  public:
   void record(HostStream* stream);
   ncclResult_t query();
