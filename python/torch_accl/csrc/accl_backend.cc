@@ -728,16 +728,20 @@ class AcclBackend : public c10d::Backend {
         }
       }
     };
-    launch(work, [&] {
-      const Api& a = api();
-      if (ins.size() > 1) check(a.ncclGroupStart(), "ncclGroupStart");
-      for (size_t i = 0; i < ins.size(); ++i) {
-        check(a.ncclAllGather(ins[i].data_ptr(), flatOuts[i].data_ptr(), ins[i].numel(), toNccl(ins[i].scalar_type()),
-                              comm_, stream_), name);
-      }
-      if (ins.size() > 1) check(a.ncclGroupEnd(), "ncclGroupEnd");
-    });
+    launch(work, [&] { allGatherEach(ins, flatOuts, name); });
     return work;
+  }
+
+  // One all-gather per input into the matching flat output, grouped when there are several.
+  void allGatherEach(const std::vector<at::Tensor>& ins, const std::vector<at::Tensor>& outs, const char* name) {
+    const Api& a = api();
+    if (ins.size() > 1) check(a.ncclGroupStart(), "ncclGroupStart");
+    for (size_t i = 0; i < ins.size(); ++i) {
+      check(a.ncclAllGather(ins[i].data_ptr(), outs[i].data_ptr(), ins[i].numel(), toNccl(ins[i].scalar_type()), comm_,
+                            stream_),
+            name);
+    }
+    if (ins.size() > 1) check(a.ncclGroupEnd(), "ncclGroupEnd");
   }
 
   // Output tensors of size_ x input (all_gather_into_tensor and its coalesced form).
@@ -759,15 +763,7 @@ class AcclBackend : public c10d::Backend {
       outs.push_back(asNccl(stageOut(outputs[i], *work).buf));
     }
     work->keepAlive_.insert(work->keepAlive_.end(), ins.begin(), ins.end());
-    launch(work, [&] {
-      const Api& a = api();
-      if (ins.size() > 1) check(a.ncclGroupStart(), "ncclGroupStart");
-      for (size_t i = 0; i < ins.size(); ++i) {
-        check(a.ncclAllGather(ins[i].data_ptr(), outs[i].data_ptr(), ins[i].numel(), toNccl(ins[i].scalar_type()),
-                              comm_, stream_), name);
-      }
-      if (ins.size() > 1) check(a.ncclGroupEnd(), "ncclGroupEnd");
-    });
+    launch(work, [&] { allGatherEach(ins, outs, name); });
     return work;
   }
 
