@@ -1,4 +1,5 @@
 // rank_runner.cc: see rank_runner.h.
+#include "common/free_port.h"
 #include "common/rank_runner.h"
 
 #include <arpa/inet.h>
@@ -24,21 +25,6 @@ namespace {
 constexpr const char* kRankEnv = "ACCL_TEST_CHILD_RANK";
 constexpr const char* kNranksEnv = "ACCL_TEST_CHILD_NRANKS";
 
-int freeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof(a);
-  int port = -1;
-  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  if (fd >= 0) close(fd);
-  return port;
-}
 
 std::string tailOf(const std::string& path, size_t maxBytes) {
   std::ifstream in(path, std::ios::binary);

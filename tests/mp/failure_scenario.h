@@ -24,6 +24,7 @@
 #include <cstring>
 #include <string>
 #include <vector>
+#include "../common/free_port.h"
 #include "nccl.h"
 
 namespace accl_failure {
@@ -68,20 +69,6 @@ inline int64_t monotonicNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-inline int freeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = -1;
-  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  if (fd >= 0) close(fd);
-  return port;
-}
 
 // Fills buf with rank r's contribution for iteration it; small integers, so float sums are exact.
 inline void fill(std::vector<float>& buf, int r, int it) {
@@ -193,7 +180,7 @@ inline std::string describeStatus(int status) {
 
 inline Result run(const Scenario& s) {
   Result res;
-  int port = freeLoopbackPort();
+  int port = accl_test::freeLoopbackPort();
   int ready[2], reports[2];
   if (port < 0 || pipe(ready) != 0 || pipe(reports) != 0) {
     res.report = "setup failed (port/pipe)";
