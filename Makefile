@@ -7,7 +7,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 VENV ?= $(CURDIR)/.venv
 export VENV
 
-.PHONY: all deps configure build run test install clean
+.PHONY: all deps configure build run test install clean bench
 
 all: build
 
@@ -27,6 +27,12 @@ run: deps build
 
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j 2 --timeout 600
+
+# ACCL next to OpenMPI and Gloo, interleaved, in one run (perf/compare.py; BENCH_ARGS adds options,
+# e.g. BENCH_ARGS="--np 2 --reps 5"). Writes compare.json and compare.png here.
+BENCH_ARGS ?=
+bench: build
+	/usr/bin/python3 perf/compare.py --build-dir $(BUILD) $(BENCH_ARGS)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
