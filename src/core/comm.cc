@@ -3,6 +3,7 @@
 #include <unordered_set>
 #include "core/log.h"
 #include "core/status_server.h"
+#include "transports/net/net_select.h"
 #include "transports/shm/shm_transport.h"
 
 namespace accl {
@@ -21,6 +22,7 @@ Comm::Comm() = default;
 Comm::~Comm() {
   statusUnregister(this);
   conns.clear();  // before the shm segments they point into
+  netState.reset();  // after the connections that use its context
   shm.reset();
 }
 

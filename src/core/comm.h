@@ -17,6 +17,9 @@
 namespace accl {
 
 class ShmDomain;
+namespace net {
+struct NetCommState;
+}
 
 // What every rank tells every other at init.
 struct PeerInfo {
@@ -54,6 +57,7 @@ class Comm {
   std::vector<int> localRanks;  // global ranks on this host, ascending
   int localIndex = 0;
   std::unique_ptr<ShmDomain> shm;
+  std::unique_ptr<net::NetCommState> netState;  // context and progress thread of a net plugin, if used
   std::vector<std::unique_ptr<PeerConnection>> conns;  // by peer rank; null for self
   size_t ringBytes = 1 << 20;  // capacity of each channel direction
   AlgoPolicy algoPolicy;

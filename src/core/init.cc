@@ -9,6 +9,7 @@
 #include "core/status_server.h"
 #include "core/socket_connect.h"
 #include "topo/ifaces.h"
+#include "transports/net/net_select.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/socket/socket_transport.h"
 
@@ -94,7 +95,12 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
     }
   }
   if (!socketPeers.empty()) {
-    NCCLCHECK(connectSocketPeers(c, socketPeers, listener));
+    net::NetChoice choice;
+    NCCLCHECK(net::chooseNetModule(c->config.netName, &choice));
+    INFO(kSubsysInit | kSubsysNet, "rank %d: NET/%s: %s", rank, choice.module ? choice.module->name() : "Socket",
+         choice.why.c_str());
+    if (choice.module) NCCLCHECK(net::connectNetPeers(c, choice, socketPeers));
+    else NCCLCHECK(connectSocketPeers(c, socketPeers, listener));
     c->anySocket = true;
   }
   INFO(kSubsysInit, "comm rank %d/%d: %zu local ranks, %s%s, channel %zu bytes", rank, nranks, c->localRanks.size(),

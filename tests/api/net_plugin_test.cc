@@ -1,0 +1,165 @@
+// External net plugins, loaded as NCCL 2.28 loads them (NCCL_NET_PLUGIN, ncclNetPlugin_v11..v6):
+// the collective matrix runs through our TCP test plugin (tests/netplugin/) built for each ABI
+// version, with shared memory off so every byte between ranks goes through the plugin, and
+// the log must name the ABI version the host picked. Also: a plugin whose init fails or that
+// has no device is reported clearly, NCCL_NET_PLUGIN=none and a missing library fall back to
+// the internal socket transport.
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+#include "common/collective_matrix.h"
+#include "common/rank_runner.h"
+
+using namespace accl_test;
+
+namespace {
+
+std::string buildDir() {
+  const char* d = std::getenv("ACCL_TEST_BUILD_DIR");
+  return d ? d : ".";
+}
+
+std::string pluginPath(const std::string& variant) { return buildDir() + "/lib/libnccl-net-testtcp-" + variant + ".so"; }
+
+std::string logPath(const std::string& what) {
+  return "/tmp/accl-netplugin-" + std::to_string(getpid()) + "-" + what + ".log";
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> logEnv(const std::string& log) {
+  return {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET", "NCCL_DEBUG_FILE=" + log};
+}
+
+std::string joined(const std::vector<std::string>& messages) {
+  std::string s;
+  for (const std::string& m : messages) s += m + "\n";
+  return s;
+}
+
+// Two ranks as threads; returns the init result of rank 0 (both get the same).
+ncclResult_t initTwoRanks() {
+  ncclComm_t comms[2];
+  int devs[2] = {0, 0};
+  ncclResult_t res = ncclCommInitAll(comms, 2, devs);
+  if (res == ncclSuccess)
+    for (ncclComm_t c : comms) ncclCommDestroy(c);
+  return res;
+}
+
+}  // namespace
+
+using PluginParam = std::tuple<const char*, const char*, int>;  // variant, expected symbol, ranks
+class NetPluginMatrix : public testing::TestWithParam<PluginParam> {};
+
+TEST_P(NetPluginMatrix, EveryCaseMatchesTheReferenceThroughThePlugin) {
+  const auto [variant, symbol, n] = GetParam();
+  if (const ChildRole* role = childRole()) {
+    MatrixScope scope;
+    std::vector<std::string> messages = runMatrixOnThreads(role->nranks, scope);
+    EXPECT_TRUE(messages.empty()) << joined(messages);
+    return;
+  }
+  const std::string log = logPath(variant);
+  std::vector<std::string> env = logEnv(log);
+  env.push_back("NCCL_SHM_DISABLE=1");
+  env.push_back("NCCL_NET_PLUGIN=" + pluginPath(variant));
+  env.push_back("NCCL_NET=TestTCP");  // no silent fallback to the internal socket transport
+  ChildResult result = runChildProcesses(1, false, n, env, 580);
+  std::string text = readFile(log);
+  unlink(log.c_str());
+  EXPECT_TRUE(result.ok) << result.report;
+  EXPECT_NE(text.find(std::string("NET/Plugin: loaded TestTCP from ") + pluginPath(variant) + " (" + symbol + ")"),
+            std::string::npos)
+      << text.substr(0, 4000);
+  EXPECT_NE(text.find("NET/TestTCP: net plugin TestTCP"), std::string::npos) << text.substr(0, 4000);
+}
+
+INSTANTIATE_TEST_SUITE_P(, NetPluginMatrix,
+                         testing::Values(PluginParam{"v6", "ncclNetPlugin_v6", 2},
+                                         PluginParam{"v8", "ncclNetPlugin_v8", 3},
+                                         PluginParam{"v11", "ncclNetPlugin_v11", 2},
+                                         PluginParam{"all", "ncclNetPlugin_v11", 3}),
+                         [](const testing::TestParamInfo<PluginParam>& info) {
+                           return std::string("Abi") + std::get<0>(info.param) + "On" +
+                                  std::to_string(std::get<2>(info.param)) + "Ranks";
+                         });
+
+// Each case: extra environment, whether init must succeed, text the log must contain.
+struct SelectionCase {
+  const char* name;
+  std::vector<std::string> env;
+  bool initOk;
+  std::vector<std::string> logHas;
+};
+
+class NetPluginSelection : public testing::TestWithParam<SelectionCase> {};
+
+TEST_P(NetPluginSelection, InitResultAndLogSayWhatWasLoadedAndWhy) {
+  const SelectionCase& c = GetParam();
+  if (const ChildRole* role = childRole()) {
+    (void)role;
+    ncclResult_t res = initTwoRanks();
+    if (c.initOk) EXPECT_EQ(res, ncclSuccess);
+    else EXPECT_NE(res, ncclSuccess);
+    return;
+  }
+  const std::string log = logPath(c.name);
+  std::vector<std::string> env = logEnv(log);
+  env.push_back("NCCL_SHM_DISABLE=1");
+  for (std::string e : c.env) {
+    size_t at = e.find("@PLUGIN_");
+    if (at != std::string::npos) e = e.substr(0, at) + pluginPath(e.substr(at + 8));
+    env.push_back(e);
+  }
+  ChildResult result = runChildProcesses(1, false, 2, env, 120);
+  std::string text = readFile(log);
+  unlink(log.c_str());
+  EXPECT_TRUE(result.ok) << result.report;
+  for (const std::string& want : c.logHas) EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    , NetPluginSelection,
+    testing::Values(
+        SelectionCase{"InitFailsWithNcclNetSet",
+                      {"NCCL_NET_PLUGIN=@PLUGIN_v8", "NCCL_NET=TestTCP", "TCPNET_FAIL_INIT=1"},
+                      false,
+                      {"TestTCP: init fails on purpose", "NCCL_NET=TestTCP: the net plugin TestTCP",
+                       "cannot be used: its init failed"}},
+        SelectionCase{"InitFailsFallsBackToSocket",
+                      {"NCCL_NET_PLUGIN=@PLUGIN_v11", "TCPNET_FAIL_INIT=1"},
+                      true,
+                      {"is not used: its init failed", "NET/Socket: internal Socket; skipped TestTCP: its init failed"}},
+        SelectionCase{"NoDeviceWithNcclNetSet",
+                      {"NCCL_NET_PLUGIN=@PLUGIN_v6", "NCCL_NET=testtcp", "TCPNET_NO_DEVICE=1"},
+                      false,
+                      {"cannot be used: it reports no device"}},
+        SelectionCase{"NoneMeansInternalSocket",
+                      {"NCCL_NET_PLUGIN=none"},
+                      true,
+                      {"NCCL_NET_PLUGIN=none: no external plugin", "NET/Socket: internal Socket"}},
+        SelectionCase{"MissingLibraryTriesBothNames",
+                      {"NCCL_NET_PLUGIN=nosuchnet"},
+                      true,
+                      {"NET/Plugin: nosuchnet not found", "NET/Plugin: libnccl-net-nosuchnet.so not found",
+                       "NET/Socket: internal Socket (no external net plugin loaded)"}},
+        SelectionCase{"CommaListTakesTheFirstUsable",
+                      {"NCCL_NET_PLUGIN=nosuchnet,@PLUGIN_v8"},
+                      true,
+                      {"NET/Plugin: libnccl-net-nosuchnet.so not found", "(ncclNetPlugin_v8)",
+                       "NET/TestTCP: net plugin TestTCP"}},
+        SelectionCase{"UnknownNcclNetIsAnError",
+                      {"NCCL_NET=IB"},
+                      false,
+                      {"NCCL_NET=IB matches no usable network module"}}),
+    [](const testing::TestParamInfo<SelectionCase>& info) { return std::string(info.param.name); });

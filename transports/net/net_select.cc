@@ -1,0 +1,186 @@
+// net_select.cc: choosing the net module and connecting peers through it.
+#include "transports/net/net_select.h"
+#include <strings.h>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
+#include "core/check.h"
+#include "core/param.h"
+#include "transports/plugin/plugin_net.h"
+
+namespace accl::net {
+namespace {
+
+constexpr int kHandleTag = 0x4e455448;  // "NETH": net handles swapped at init
+constexpr const char* kInternalSocket = "Socket";
+
+// init() runs once per module and process; its verdict is remembered for later communicators.
+struct ModuleState {
+  bool probed = false;
+  std::string unusable;  // empty: usable
+  int dev = 0;
+};
+
+std::string probe(NetModule* m, int* dev) {
+  ncclResult_t res = m->init();
+  if (res != ncclSuccess) return "its init failed (error " + std::to_string(res) + ")";
+  int ndev = 0;
+  res = m->devices(&ndev);
+  if (res != ncclSuccess) return "devices() failed (error " + std::to_string(res) + ")";
+  if (ndev < 1) return "it reports no device";
+  for (int d = 0; d < ndev; d++) {
+    NetProps props;
+    if (m->getProperties(d, &props) != ncclSuccess) continue;
+    if (props.ptrSupport & kPtrHost) {
+      *dev = d;
+      return "";
+    }
+  }
+  return "none of its " + std::to_string(ndev) + " devices supports host memory (NCCL_PTR_HOST)";
+}
+
+const ModuleState& stateOf(NetModule* m) {
+  static std::mutex mu;
+  static std::map<NetModule*, ModuleState> states;
+  std::lock_guard<std::mutex> lk(mu);
+  ModuleState& s = states[m];
+  if (!s.probed) {
+    s.unusable = probe(m, &s.dev);
+    s.probed = true;
+    if (!s.unusable.empty())
+      WARN("NET/Plugin: %s from %s is not used: %s", m->name(), m->origin().c_str(), s.unusable.c_str());
+  }
+  return s;
+}
+
+}  // namespace
+
+NetCommState::~NetCommState() {
+  worker.reset();
+  if (module) module->closeContext(ctx);
+}
+
+ncclResult_t chooseNetModule(const std::string& netName, NetChoice* choice) {
+  std::string skipped, names;
+  for (NetModule* m : externalNetModules()) {
+    names += std::string(names.empty() ? "" : ", ") + m->name();
+    if (!netName.empty() && strcasecmp(netName.c_str(), m->name()) != 0) {
+      skipped += std::string(skipped.empty() ? "" : "; ") + m->name() + ": not NCCL_NET=" + netName;
+      continue;
+    }
+    const ModuleState& s = stateOf(m);
+    if (!s.unusable.empty()) {
+      if (!netName.empty()) {
+        WARN("NCCL_NET=%s: the net plugin %s (%s) cannot be used: %s", netName.c_str(), m->name(),
+             m->origin().c_str(), s.unusable.c_str());
+        return ncclSystemError;
+      }
+      skipped += std::string(skipped.empty() ? "" : "; ") + m->name() + ": " + s.unusable;
+      continue;
+    }
+    choice->module = m;
+    choice->dev = s.dev;
+    NetProps props;
+    m->getProperties(s.dev, &props);
+    choice->why = std::string("net plugin ") + m->name() + " from " + m->origin() + ", device " +
+                  std::to_string(s.dev) + " (" + props.name + ", " + std::to_string(props.speedMbps) + " Mbit/s)";
+    if (!skipped.empty()) choice->why += "; skipped " + skipped;
+    return ncclSuccess;
+  }
+  if (!netName.empty() && strcasecmp(netName.c_str(), kInternalSocket) != 0) {
+    WARN("NCCL_NET=%s matches no usable network module; modules present: %s%s%s (ACCL has no internal IB module "
+         "yet)",
+         netName.c_str(), names.c_str(), names.empty() ? "" : ", ", kInternalSocket);
+    return ncclInvalidArgument;
+  }
+  choice->module = nullptr;
+  choice->why = names.empty() ? std::string("internal Socket (no external net plugin loaded)")
+                              : "internal Socket; skipped " + skipped;
+  return ncclSuccess;
+}
+
+ncclResult_t connectNetPeers(Comm* c, const NetChoice& choice, const std::vector<int>& peers) {
+  NetModule* m = choice.module;
+  auto state = std::make_unique<NetCommState>();
+  NCCLCHECK(m->openContext(c->nonce, &state->ctx));
+  state->module = m;
+  state->worker = makeNetWorker(c->bell(), c->rank);
+
+  struct Pending {
+    char mine[kNetHandleBytes] = {};
+    char theirs[kNetHandleBytes] = {};
+    void* listenComm = nullptr;
+    void* sendComm = nullptr;
+    void* recvComm = nullptr;
+  };
+  std::map<int, Pending> pending;
+  auto closeAll = [&] {
+    for (auto& [p, e] : pending) {
+      if (e.sendComm) m->closeSend(e.sendComm);
+      if (e.recvComm) m->closeRecv(e.recvComm);
+      if (e.listenComm) m->closeListen(e.listenComm);
+    }
+  };
+  for (int p : peers) {
+    Pending& e = pending[p];
+    ncclResult_t res = m->listen(state->ctx, choice.dev, e.mine, &e.listenComm);
+    if (res != ncclSuccess) {
+      WARN("rank %d: net module %s: listen on device %d failed (error %d)", c->rank, m->name(), choice.dev, res);
+      closeAll();
+      return res;
+    }
+  }
+  for (auto& [p, e] : pending) NCCLCHECK(c->bootstrap->send(p, kHandleTag, e.mine, kNetHandleBytes));
+  for (auto& [p, e] : pending) NCCLCHECK(c->bootstrap->recv(p, kHandleTag, e.theirs, kNetHandleBytes));
+
+  const int timeoutMs = static_cast<int>(2 * param::socketConnectTimeoutMsec() + 5000);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  for (;;) {
+    bool all = true;
+    std::string missing;
+    for (auto& [p, e] : pending) {
+      ncclResult_t res = ncclSuccess;
+      if (!e.sendComm) res = m->connect(state->ctx, choice.dev, e.theirs, &e.sendComm);
+      if (res == ncclSuccess && !e.recvComm) res = m->accept(e.listenComm, &e.recvComm);
+      if (res != ncclSuccess) {
+        WARN("rank %d: net module %s cannot connect with %s (error %d)", c->rank, m->name(),
+             c->describePeer(p).c_str(), res);
+        closeAll();
+        return ncclRemoteError;
+      }
+      if (!e.sendComm || !e.recvComm) {
+        all = false;
+        missing += (missing.empty() ? "" : "; ") + c->describePeer(p);
+      }
+    }
+    if (all) break;
+    if (c->abortFlag.load()) {
+      closeAll();
+      return ncclInternalError;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      WARN("rank %d: net module %s: no connection with %s within %d ms", c->rank, m->name(), missing.c_str(),
+           timeoutMs);
+      closeAll();
+      return ncclRemoteError;
+    }
+    std::this_thread::yield();
+  }
+  for (auto& [p, e] : pending) {
+    m->closeListen(e.listenComm);
+    e.listenComm = nullptr;
+  }
+  for (auto& [p, e] : pending) {
+    std::unique_ptr<PeerConnection> conn;
+    ncclResult_t res = makeNetConnection(state->worker, m, e.sendComm, e.recvComm, c->ringBytes, c->describePeer(p),
+                                         &conn);
+    e.sendComm = e.recvComm = nullptr;  // owned by the connection (or closed by it on failure)
+    NCCLCHECK(res);
+    c->conns[p] = std::move(conn);
+  }
+  c->netState = std::move(state);
+  return ncclSuccess;
+}
+
+}  // namespace accl::net

@@ -1,0 +1,40 @@
+// net_select.h: which net module carries a communicator's traffic between hosts, and the
+// connections through it. The candidates are, in NCCL's order, the external plugins
+// (transports/plugin/) and then the internal socket transport. NCCL_NET (or config.netName)
+// keeps only the module of that name (case-insensitive). A module is used when its init
+// succeeds, it reports at least one device and that device can send host memory
+// (NCCL_PTR_HOST). One INFO line says which module was chosen and why the others were not.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+#include "core/comm.h"
+#include "transports/net/net_connection.h"
+#include "transports/net/net_module.h"
+
+namespace accl::net {
+
+struct NetChoice {
+  NetModule* module = nullptr;  // nullptr: the internal socket transport (native byte ring)
+  int dev = 0;
+  std::string why;  // for the INFO line
+};
+
+// `netName`: NCCL_NET / config.netName, empty for "any". Fails (with a WARN naming the
+// modules there are) when the name matches no usable module.
+ncclResult_t chooseNetModule(const std::string& netName, NetChoice* choice);
+
+// Per communicator state of a plugin module: its context and progress thread.
+struct NetCommState {
+  NetModule* module = nullptr;
+  void* ctx = nullptr;
+  std::shared_ptr<NetWorker> worker;
+  ~NetCommState();
+};
+
+// Connects to every peer in `peers` through `choice.module`: a listen comm per peer, handles
+// swapped over the bootstrap, then non-blocking connect/accept until all are up (bounded by
+// ACCL_SOCKET_CONNECT_TIMEOUT_MSEC; every peer that is still missing is named).
+ncclResult_t connectNetPeers(Comm* c, const NetChoice& choice, const std::vector<int>& peers);
+
+}  // namespace accl::net
