@@ -50,8 +50,16 @@ class PeerConnection {
   // Marks the connection dead in both directions so the peer's waits fail promptly.
   // `culprit` is the rank whose loss caused it (-1 unknown); shared memory passes it on.
   virtual void close(int culprit = -1) = 0;
+  // Our communicator is being destroyed with all its work done: tells the peer, so a peer
+  // that still waits for data from us (it is in a call we never made) fails naming us
+  // instead of waiting forever. Shared memory marks the rings; sockets close (EOF).
+  virtual void depart(int myRank) { close(myRank); }
   // After a channel error: the rank the peer named as the cause of its failure, or -1.
   virtual int reportedCulprit() const { return -1; }
+  // The peer's rank if it closed the connection by itself (it left, died or failed, we did
+  // not close it); -1 otherwise. A weaker hint than reportedCulprit: a peer that failed
+  // because of another rank closes its connections too.
+  virtual int closedByPeer() const { return -1; }
   virtual const char* transportName() const = 0;
 };
 

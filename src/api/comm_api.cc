@@ -30,6 +30,7 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   NCCLCHECK(lookupComm(comm, "ncclCommDestroy", &c));
   unregisterComm(comm);
   waitIdle(*c);
+  c->depart();
   traceFlush();
   delete comm;  // queued work, if any, keeps its own reference to the Comm
   return ncclSuccess;

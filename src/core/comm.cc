@@ -39,9 +39,11 @@ void Comm::fail(ncclResult_t err, int culprit) {
       WARN("rank %d of %d: communicator failed with \"%s\"; closing its connections so peers stop waiting", rank,
            nranks, pncclGetErrorString(err));
     }
+    // The ring notice (naming the culprit) goes first, so a neighbour that sees our data
+    // connections close can already read whom to blame.
+    if (bootstrap) bootstrap->closeRing(culprit);
     for (auto& c : conns)
       if (c) c->close(culprit);
-    if (bootstrap) bootstrap->closeRing(culprit);
     ringDoorbell(bell());
   }
 }
@@ -59,6 +61,11 @@ void Comm::closeTransports() {
     if (c) c->close(-1);
   if (bootstrap) bootstrap->abort();
   ringDoorbell(bell());
+}
+
+void Comm::depart() {
+  for (auto& c : conns)
+    if (c) c->depart(rank);
 }
 
 void registerComm(ncclComm_t handle) {

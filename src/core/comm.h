@@ -94,6 +94,9 @@ class Comm {
   // passed on to peers so every survivor can name it.
   void fail(ncclResult_t err, int culprit = -1);
   void closeTransports();
+  // ncclCommDestroy, after this rank's work is done: tells every peer we left, so one still
+  // waiting for us (in a call we never made) fails naming us rather than hanging.
+  void depart();
   int localRankCount() const { return static_cast<int>(localRanks.size()); }
   // "rank 3 (host pod1, 10.77.2.2:41000, interface hpn0)", for error messages.
   std::string describePeer(int peer) const;

@@ -28,12 +28,16 @@ inline void cpuRelax() { __builtin_ia32_pause(); }
 // After a connection failed: which rank's loss started it? Shared memory rings and the
 // bootstrap ring carry the culprit named by whichever rank saw the loss first; give their
 // notices a moment to arrive, so every survivor can name the lost rank, not just a neighbour.
+// Failing that, a peer that closed its socket connection by itself (after 50 ms, so a named
+// culprit still wins over a neighbour that merely cascaded the failure).
 int findCulprit(Comm& c) {
   for (int attempt = 0; attempt < 20; attempt++) {
     for (auto& conn : c.conns)
       if (conn && conn->reportedCulprit() >= 0) return conn->reportedCulprit();
     int culprit = -1;
     if (c.bootstrap && c.bootstrap->closedNeighbour(&culprit) >= 0 && culprit >= 0) return culprit;
+    for (auto& conn : c.conns)
+      if (attempt >= 5 && conn && conn->closedByPeer() >= 0) return conn->closedByPeer();
     usleep(10000);
   }
   return -1;

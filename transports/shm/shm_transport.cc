@@ -12,6 +12,10 @@ namespace {
 
 constexpr uint64_t kSegmentMagic = 0x4143434c53484d31ull;  // "ACCLSHM1"
 
+// RingHeader::closed: 0 open; 1 closed for an unknown reason; 2 + r closed because rank r
+// was lost; kDeparted | r: rank r destroyed its communicator (ncclCommDestroy).
+constexpr uint32_t kDeparted = 0x40000000u;
+
 struct alignas(64) RingHeader {
   alignas(64) std::atomic<uint64_t> tail{0};  // bytes produced; written by the sender
   alignas(64) std::atomic<uint64_t> head{0};  // bytes consumed; written by the receiver
@@ -49,6 +53,17 @@ struct ShmDomain::Segment {
 
 namespace {
 
+ncclResult_t closedError(const RingHeader& ring, int peerRank, const char* dir) {
+  if (ring.closed.load(std::memory_order_acquire) & kDeparted) {
+    WARN("shm connection %s rank %d: rank %d destroyed its communicator (ncclCommDestroy) while this rank still "
+         "needs it (it never made this call, or left it early)",
+         dir, peerRank, peerRank);
+  } else {
+    WARN("shm connection %s rank %d was closed by the peer (it aborted or failed)", dir, peerRank);
+  }
+  return ncclRemoteError;
+}
+
 class ShmSend final : public SendChannel {
  public:
   ShmSend(RingHeader* ring, char* data, size_t cap, Doorbell* peerBell, int peerRank)
@@ -60,10 +75,7 @@ class ShmSend final : public SendChannel {
     size_t off = tail_ & (cap_ - 1);
     *buf = data_ + off;
     *avail = free < cap_ - off ? free : cap_ - off;
-    if (*avail == 0 && ring_->closed.load(std::memory_order_acquire)) {
-      WARN("shm connection to rank %d was closed by the peer (it aborted or failed)", peerRank_);
-      return ncclRemoteError;
-    }
+    if (*avail == 0 && ring_->closed.load(std::memory_order_acquire)) return closedError(*ring_, peerRank_, "to");
     return ncclSuccess;
   }
   void commit(size_t n) override {
@@ -93,10 +105,7 @@ class ShmRecv final : public RecvChannel {
     size_t off = head_ & (cap_ - 1);
     *buf = data_ + off;
     *avail = ready < cap_ - off ? ready : cap_ - off;
-    if (*avail == 0 && ring_->closed.load(std::memory_order_acquire)) {
-      WARN("shm connection from rank %d was closed by the peer (it aborted or failed)", peerRank_);
-      return ncclRemoteError;
-    }
+    if (*avail == 0 && ring_->closed.load(std::memory_order_acquire)) return closedError(*ring_, peerRank_, "from");
     return ncclSuccess;
   }
   void release(size_t n) override {
@@ -123,9 +132,9 @@ class ShmConnection final : public PeerConnection {
         send_(outRing, outData, cap, peerBell, peerRank), recv_(inRing, inData, cap, peerBell, peerRank) {}
   SendChannel* send() override { return &send_; }
   RecvChannel* recv() override { return &recv_; }
-  // closed: 0 open, 1 closed for an unknown reason, 2 + r closed because rank r was lost.
-  void close(int culprit) override {
-    uint32_t v = culprit >= 0 ? static_cast<uint32_t>(culprit) + 2 : 1;
+  void close(int culprit) override { mark(culprit >= 0 ? static_cast<uint32_t>(culprit) + 2 : 1); }
+  void depart(int myRank) override { mark(kDeparted | static_cast<uint32_t>(myRank)); }
+  void mark(uint32_t v) {
     outRing_->closed.store(v, std::memory_order_release);
     inRing_->closed.store(v, std::memory_order_release);
     ringDoorbell(peerBell_);
@@ -134,6 +143,7 @@ class ShmConnection final : public PeerConnection {
   int reportedCulprit() const override {
     for (RingHeader* r : {inRing_, outRing_}) {
       uint32_t v = r->closed.load(std::memory_order_acquire);
+      if (v & kDeparted) return static_cast<int>(v & ~kDeparted);
       if (v >= 2) return static_cast<int>(v - 2);
     }
     return -1;

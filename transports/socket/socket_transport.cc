@@ -71,6 +71,12 @@ class SocketConnection final : public PeerConnection {
     for (auto& s : link_.socks) s.shutdownBoth();
   }
   const char* transportName() const override { return "Socket"; }
+  int closedByPeer() const override {
+    if (link_.closedLocally.load()) return -1;
+    for (int s = 0; s < link_.stripe.nsocks; s++)
+      if (link_.eof[s].load(std::memory_order_acquire)) return link_.peer.rank;
+    return -1;
+  }
 
   SocketLink& link() { return link_; }
   void wakeWorkers() {

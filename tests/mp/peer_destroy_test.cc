@@ -1,0 +1,130 @@
+// A rank that calls ncclCommDestroy (or returns early after an argument error and then
+// destroys) while the others are inside a collective: the others' call must fail promptly
+// (no ACCL_TIMEOUT set), and their log must name the rank that left. Over shared memory and
+// over sockets (NCCL_SHM_DISABLE=1). The leaving rank stays alive for a while afterwards, so
+// what is detected is the destroy itself, not the process exit.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+
+namespace {
+
+constexpr int kRanks = 3;
+constexpr int kLeaver = 1;
+
+int64_t nowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+struct Shared {
+  std::atomic<int> idReady;
+  ncclUniqueId id;
+  int result[kRanks];
+  int64_t returnedAtNs[kRanks];
+  std::atomic<int64_t> destroyedAtNs;
+};
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+enum class Leave { Destroy, ArgumentErrorThenDestroy };
+
+[[noreturn]] void rankMain(Shared* sh, int rank, bool sockets, Leave how, const std::string& logPath) {
+  alarm(30);  // a rank that hangs dies instead of hanging the test (and the test fails)
+  setenv("NCCL_DEBUG", "WARN", 1);
+  setenv("NCCL_DEBUG_FILE", logPath.c_str(), 1);
+  unsetenv("ACCL_TIMEOUT");
+  if (sockets) setenv("NCCL_SHM_DISABLE", "1", 1);
+  ncclResetDebugInit();
+  if (rank == 0) {
+    if (ncclGetUniqueId(&sh->id) != ncclSuccess) _exit(11);
+    sh->idReady.store(1);
+  }
+  while (sh->idReady.load() == 0) usleep(1000);
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, kRanks, sh->id, rank) != ncclSuccess) _exit(12);
+  std::vector<float> buf(1 << 12, 1.0f);
+  if (ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr) != ncclSuccess) _exit(13);
+  if (rank == kLeaver) {
+    usleep(200 * 1000);  // the others are inside the second all-reduce by now
+    if (how == Leave::ArgumentErrorThenDestroy) {
+      ncclResult_t r = ncclAllReduce(nullptr, buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr);
+      if (r != ncclInvalidArgument) _exit(14);
+    }
+    sh->destroyedAtNs.store(nowNs());
+    sh->result[rank] = ncclCommDestroy(comm);
+    sleep(3);  // still alive: the others must not need our exit to notice
+    _exit(0);
+  }
+  sh->result[rank] = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr);
+  sh->returnedAtNs[rank] = nowNs();
+  ncclCommAbort(comm);
+  _exit(0);
+}
+
+void runScenario(bool sockets, Leave how) {
+  auto* sh = static_cast<Shared*>(
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(sh, MAP_FAILED);
+  new (sh) Shared{};
+  std::string base = testing::TempDir() + "accl_destroy_" + std::to_string(getpid());
+  std::vector<pid_t> pids;
+  fflush(stdout);
+  fflush(stderr);
+  for (int r = 0; r < kRanks; r++) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) rankMain(sh, r, sockets, how, base + "." + std::to_string(r) + ".log");
+    pids.push_back(pid);
+  }
+  for (int r = 0; r < kRanks; r++) {
+    int status = 0;
+    waitpid(pids[r], &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "rank " << r << " did not finish cleanly (status " << status << "; SIGALRM = it hung)";
+  }
+  EXPECT_EQ(sh->result[kLeaver], ncclSuccess);
+  for (int r = 0; r < kRanks; r++) {
+    std::string log = readFile(base + "." + std::to_string(r) + ".log");
+    unlink((base + "." + std::to_string(r) + ".log").c_str());
+    if (r == kLeaver) continue;
+    EXPECT_EQ(sh->result[r], ncclRemoteError) << "rank " << r << "\n" << log;
+    double ms = (sh->returnedAtNs[r] - sh->destroyedAtNs.load()) / 1e6;
+    printf("rank %d: all-reduce failed %.1f ms after rank %d's ncclCommDestroy\n", r, ms, kLeaver);
+    // 300 ms is the goal (one peer-check period); the slack is for a loaded 2-core machine.
+    EXPECT_LT(ms, 2000) << "rank " << r;
+    EXPECT_NE(log.find("rank 1 (host "), std::string::npos) << "rank " << r << "'s log does not name rank 1:\n" << log;
+  }
+  munmap(sh, sizeof(Shared));
+}
+
+TEST(PeerDestroy, OthersFailPromptlyNamingTheRankThatDestroyedMidCollectiveShm) {
+  runScenario(false, Leave::Destroy);
+}
+TEST(PeerDestroy, OthersFailPromptlyNamingTheRankThatDestroyedMidCollectiveSockets) {
+  runScenario(true, Leave::Destroy);
+}
+TEST(PeerDestroy, AnArgumentErrorOnOneRankThenDestroyDoesNotHangTheOthers) {
+  runScenario(false, Leave::ArgumentErrorThenDestroy);
+}
+
+}  // namespace
