@@ -40,6 +40,19 @@ ncclResult_t ncclHostEventRecord(ncclHostEvent_t event, cudaStream_t stream);
 ncclResult_t ncclHostEventQuery(ncclHostEvent_t event); /* ncclSuccess or ncclInProgress */
 ncclResult_t ncclHostEventSynchronize(ncclHostEvent_t event);
 
+/* Deterministic reductions: with enable = 1, ncclAllReduce, ncclReduce and ncclReduceScatter
+ * on this communicator (ncclAvg and ncclPreMulSum included) give every element exactly
+ * ((x0 op x1) op x2) op ... op x(n-1) in rank order, rounded after each op as usual, so the
+ * bits never depend on the count, algorithm, chunk size or transport. Avg divides that sum by
+ * n once; PreMulSum scales each input before the sum. Every rank must pass the same value; it
+ * applies to operations issued after the call. The default comes from ACCL_DETERMINISTIC
+ * (0 unless set); communicators made by split or shrink start from that default too.
+ * ncclInvalidArgument for enable other than 0 or 1. */
+ncclResult_t ncclCommSetDeterministic(ncclComm_t comm, int enable);
+ncclResult_t ncclCommGetDeterministic(ncclComm_t comm, int* enabled);
+ncclResult_t pncclCommSetDeterministic(ncclComm_t comm, int enable);
+ncclResult_t pncclCommGetDeterministic(ncclComm_t comm, int* enabled);
+
 ncclResult_t pncclHostStreamCreate(cudaStream_t* stream);
 ncclResult_t pncclHostStreamDestroy(cudaStream_t stream);
 ncclResult_t pncclHostStreamSynchronize(cudaStream_t stream);

@@ -1,7 +1,8 @@
 // algorithms.h: every algorithm, as a factory of one rank's steps. One algorithm per file:
 //   ring_allreduce.cc, recursive_doubling_allreduce.cc, ring_allgather.cc,
 //   ring_reduce_scatter.cc, ring_broadcast.cc, chain_reduce.cc, direct.cc (flat trees:
-//   broadcast, reduce, gather, scatter for small messages and rooted ops).
+//   broadcast, reduce, gather, scatter for small messages and rooted ops), rank_order_reduce.cc
+//   (ACCL_DETERMINISTIC: every element reduced left to right in rank order).
 // Counts are in elements; buffers are the op's (already pre-scaled) input and output.
 #pragma once
 #include <memory>
@@ -32,6 +33,13 @@ std::unique_ptr<StepSource> makeDirectBroadcast(const CollArgs& a);
 std::unique_ptr<StepSource> makeDirectReduce(const CollArgs& a);
 std::unique_ptr<StepSource> makeDirectGather(const CollArgs& a);
 std::unique_ptr<StepSource> makeDirectScatter(const CollArgs& a);
+// Rank-order (deterministic) reductions: sliced = each rank reduces its slice, bandwidth-bound
+// sizes; gathered = every reducer receives whole buffers, one hop for small ones.
+std::unique_ptr<StepSource> makeRankOrderAllReduce(const CollArgs& a);
+std::unique_ptr<StepSource> makeRankOrderGatheredAllReduce(const CollArgs& a);
+std::unique_ptr<StepSource> makeRankOrderReduce(const CollArgs& a);
+std::unique_ptr<StepSource> makeRankOrderGatheredReduce(const CollArgs& a);
+std::unique_ptr<StepSource> makeRankOrderReduceScatter(const CollArgs& a);
 
 // A fixed list of steps (small plans).
 class StepList final : public StepSource {

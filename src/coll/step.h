@@ -20,6 +20,7 @@ struct Step {
     Copy,            // dst = src (local)
     Scale,           // dst = src * scalar (PreMulSum input scaling)
     Divide,          // dst = src / divisor (average)
+    Accumulate,      // dst = dst OP src (local; the accumulator is the left operand)
   };
   Kind kind = Kind::Copy;
   ncclDataType_t type = ncclInt8;

@@ -61,6 +61,9 @@ class Comm {
   std::vector<std::unique_ptr<PeerConnection>> conns;  // by peer rank; null for self
   size_t ringBytes = 1 << 20;  // capacity of each channel direction
   AlgoPolicy algoPolicy;
+  // Reductions fold in rank order (src/coll/rank_order_reduce.cc): ACCL_DETERMINISTIC at
+  // init, ncclCommSetDeterministic later; read when a group is planned.
+  std::atomic<bool> deterministic{false};
   bool anySocket = false;
   bool anyShm = false;
   Doorbell privateBell;  // used when this rank has no shm segment

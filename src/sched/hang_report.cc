@@ -24,6 +24,7 @@ const char* stepName(Step::Kind k) {
     case Step::Kind::Copy: return "copy";
     case Step::Kind::Scale: return "scale";
     case Step::Kind::Divide: return "divide";
+    case Step::Kind::Accumulate: return "accumulate";
   }
   return "?";
 }

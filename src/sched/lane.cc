@@ -62,6 +62,10 @@ ncclResult_t Lane::runStep(Comm& comm, StepState* state) {
       dev::divide(s.type, s.dst, s.src, s.divisor, s.bytes / esize);
       done_ = s.bytes;
       break;
+    case Step::Kind::Accumulate:
+      dev::reduce2(s.type, s.op, s.dst, s.dst, s.src, s.bytes / esize);
+      done_ = s.bytes;
+      break;
     case Step::Kind::Send: {
       SendChannel* ch = comm.conn(s.sendPeer)->send();
       if (!alignSend(ch)) {

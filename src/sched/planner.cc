@@ -44,11 +44,32 @@ void addRecursiveDoubling(Lane& lane, const CollArgs& a, size_t maxBytes) {
   }
 }
 
+// Deterministic mode: the tuner's choice picks the shape (Tree: whole buffers to the reducers,
+// one hop; Ring: each rank reduces its slice), and both fold every element in rank order.
+void addRankOrderAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, Algo algo, bool stream) {
+  switch (op.kind) {
+    case OpKind::AllReduce:
+      lane.add(algo == Algo::Tree ? makeRankOrderGatheredAllReduce(a) : makeRankOrderAllReduce(a), stream);
+      break;
+    case OpKind::Reduce:
+      lane.add(algo == Algo::Tree ? makeRankOrderGatheredReduce(a) : makeRankOrderReduce(a), stream);
+      break;
+    case OpKind::ReduceScatter: lane.add(makeRankOrderReduceScatter(a), stream); break;
+    default: break;
+  }
+}
+
 void addAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, const Comm& c) {
   const size_t bytes = op.count * dev::typeSize(op.type);
   const bool stream = outputElems(op, c.nranks) * dev::typeSize(op.type) >= static_cast<size_t>(param::streamOutputBytes());
   Algo algo = chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks);
-  INFO(kSubsysTuning, "%s: %zu bytes on %d ranks -> %s", opKindName(op.kind), bytes, c.nranks, algoName(algo));
+  const bool rankOrder = isReduction(op.kind) && c.deterministic.load(std::memory_order_relaxed);
+  INFO(kSubsysTuning, "%s: %zu bytes on %d ranks -> %s%s", opKindName(op.kind), bytes, c.nranks, algoName(algo),
+       rankOrder ? " (rank order)" : "");
+  if (rankOrder) {
+    addRankOrderAlgorithm(lane, op, a, algo, stream);
+    return;
+  }
   switch (op.kind) {
     case OpKind::AllReduce:
       if (algo == Algo::Tree) {

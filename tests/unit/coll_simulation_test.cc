@@ -7,97 +7,10 @@
 #include <numeric>
 #include <vector>
 #include "coll/algorithms.h"
-#include "core/comm.h"
-#include "sched/work.h"
+#include "unit/mem_world.h"
 
 namespace accl {
 namespace {
-
-// A bounded byte ring shared by one sender and one receiver (same thread).
-struct MemRing {
-  explicit MemRing(size_t cap) : buf(cap), cap(cap) {}
-  std::vector<char> buf;
-  size_t cap;
-  uint64_t head = 0, tail = 0;
-};
-
-class MemSend final : public SendChannel {
- public:
-  explicit MemSend(MemRing* r) : r_(r) {}
-  ncclResult_t acquire(void** buf, size_t* avail) override {
-    size_t off = r_->tail % r_->cap, free = r_->cap - (r_->tail - r_->head);
-    *buf = r_->buf.data() + off;
-    *avail = std::min(free, r_->cap - off);
-    return ncclSuccess;
-  }
-  void commit(size_t n) override { r_->tail += n; }
-  uint64_t position() const override { return r_->tail; }
-
- private:
-  MemRing* r_;
-};
-
-class MemRecv final : public RecvChannel {
- public:
-  explicit MemRecv(MemRing* r) : r_(r) {}
-  ncclResult_t peek(const void** buf, size_t* avail) override {
-    size_t off = r_->head % r_->cap, used = r_->tail - r_->head;
-    *buf = r_->buf.data() + off;
-    *avail = std::min(used, r_->cap - off);
-    return ncclSuccess;
-  }
-  void release(size_t n) override { r_->head += n; }
-  uint64_t position() const override { return r_->head; }
-
- private:
-  MemRing* r_;
-};
-
-class MemConn final : public PeerConnection {
- public:
-  MemConn(MemRing* out, MemRing* in) : send_(out), recv_(in) {}
-  SendChannel* send() override { return &send_; }
-  RecvChannel* recv() override { return &recv_; }
-  void close(int) override {}
-  const char* transportName() const override { return "mem"; }
-
- private:
-  MemSend send_;
-  MemRecv recv_;
-};
-
-// n ranks fully connected by rings of `cap` bytes.
-struct World {
-  World(int n, size_t cap) : n(n) {
-    for (int i = 0; i < n * n; i++) rings.push_back(std::make_unique<MemRing>(cap));
-    for (int r = 0; r < n; r++) {
-      auto c = std::make_unique<Comm>();
-      c->rank = r;
-      c->nranks = n;
-      c->conns.resize(n);
-      for (int p = 0; p < n; p++)
-        if (p != r) c->conns[p] = std::make_unique<MemConn>(ring(r, p), ring(p, r));
-      comms.push_back(std::move(c));
-    }
-  }
-  MemRing* ring(int from, int to) { return rings[from * n + to].get(); }
-  // Runs one lane per rank round-robin; false if no rank can move (deadlock).
-  bool run(std::vector<Lane>& lanes) {
-    for (;;) {
-      bool all = true, moved = false;
-      for (int r = 0; r < n; r++) {
-        if (lanes[r].finished()) continue;
-        all = false;
-        EXPECT_EQ(lanes[r].advance(*comms[r], &moved), ncclSuccess);
-      }
-      if (all) return true;
-      if (!moved) return false;
-    }
-  }
-  int n;
-  std::vector<std::unique_ptr<MemRing>> rings;
-  std::vector<std::unique_ptr<Comm>> comms;
-};
 
 using Factory = std::function<std::unique_ptr<StepSource>(const CollArgs&)>;
 
