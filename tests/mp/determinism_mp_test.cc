@@ -301,4 +301,20 @@ INSTANTIATE_TEST_SUITE_P(, DeterministicReductions,
                                          Variant{6, false, false, "", ""}),
                          variantName);
 
+TEST(DeterministicSwitch, RejectsBadArgumentsAndKeepsTheMode) {
+  ncclComm_t comm;
+  int dev = 0;
+  ASSERT_EQ(ncclCommInitAll(&comm, 1, &dev), ncclSuccess);
+  int enabled = -1;
+  ASSERT_EQ(ncclCommSetDeterministic(comm, 1), ncclSuccess);
+  EXPECT_EQ(ncclCommSetDeterministic(comm, 2), ncclInvalidArgument);
+  EXPECT_NE(std::string(ncclGetLastError(comm)).find("enable = 2 is invalid"), std::string::npos)
+      << ncclGetLastError(comm);
+  EXPECT_EQ(ncclCommGetDeterministic(comm, &enabled), ncclSuccess);
+  EXPECT_EQ(enabled, 1);
+  EXPECT_EQ(ncclCommGetDeterministic(comm, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommSetDeterministic(nullptr, 1), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
 }  // namespace
