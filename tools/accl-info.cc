@@ -9,10 +9,10 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 #include "topo/ifaces.h"
-#include "net/reachability.h"
+#include "topo/reachability.h"
 
 namespace {
 
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
   if (!peers.empty()) {
     std::printf("\nReachability (TCP connect; refused = reachable, no answer = unreachable):\n");
     int unreachable = 0;
-    for (const auto& peer : peers) unreachable += accl::net::checkPeer(peer, port, timeoutMs) ? 0 : 1;
+    for (const auto& peer : peers) unreachable += accl::topo::checkPeer(peer, port, timeoutMs) ? 0 : 1;
     return unreachable == 0 ? 0 : 1;
   }
   return 0;

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstring>
 #include "api/api.h"
-#include "core/check.h"
+#include "base/check.h"
 #include "sched/group.h"
 #include "sched/stream.h"
 

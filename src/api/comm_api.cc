@@ -3,8 +3,8 @@
 #include <thread>
 #include "api/api.h"
 #include "api/comm_create.h"
-#include "core/check.h"
-#include "core/trace.h"
+#include "base/check.h"
+#include "base/trace.h"
 
 using namespace accl;
 

@@ -2,9 +2,9 @@
 #include <chrono>
 #include <thread>
 #include "api/api.h"
-#include "core/check.h"
-#include "core/init.h"
-#include "core/param.h"
+#include "base/check.h"
+#include "comm/init.h"
+#include "base/param.h"
 #include "sched/work.h"
 #include "sched/group.h"
 

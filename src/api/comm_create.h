@@ -2,7 +2,7 @@
 // takes to create a communicator handle and bring it up (now, at group end, or in the
 // background for non-blocking configs).
 #pragma once
-#include "core/comm.h"
+#include "comm/comm.h"
 
 namespace accl {
 

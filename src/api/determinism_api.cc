@@ -1,7 +1,7 @@
 // accl.h: the per-communicator switch for rank-order (bitwise reproducible) reductions.
 #include "api/api.h"
-#include "core/check.h"
-#include "core/comm.h"
+#include "base/check.h"
+#include "comm/comm.h"
 
 using namespace accl;
 

@@ -3,8 +3,8 @@
 // ncclInvalidUsage and say why, while the team queries answer from the communicator.
 #include <algorithm>
 #include "api/api.h"
-#include "core/check.h"
-#include "core/comm.h"
+#include "base/check.h"
+#include "comm/comm.h"
 
 using namespace accl;
 

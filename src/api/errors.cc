@@ -1,6 +1,6 @@
 // Error reporting entry points: result-code text, the last WARN, and debug re-initialisation.
 #include "api/api.h"
-#include "core/log.h"
+#include "base/log.h"
 
 NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
   switch (result) {

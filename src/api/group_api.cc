@@ -1,6 +1,6 @@
 // Group entry points.
 #include "api/api.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "sched/group.h"
 
 NCCL_API(ncclResult_t, ncclGroupStart, void) { return accl::groupStart(); }

@@ -3,7 +3,7 @@
 #include <vector>
 #include "api/api.h"
 #include "api/comm_create.h"
-#include "core/check.h"
+#include "base/check.h"
 #include "sched/group.h"
 
 using namespace accl;

@@ -4,8 +4,8 @@
 #include <map>
 #include <mutex>
 #include "api/api.h"
-#include "core/check.h"
-#include "core/comm.h"
+#include "base/check.h"
+#include "comm/comm.h"
 
 using namespace accl;
 

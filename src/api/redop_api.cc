@@ -1,8 +1,8 @@
 // PreMulSum reduction operators: per-communicator handles >= ncclNumOps.
 #include <cstring>
 #include "api/api.h"
-#include "core/check.h"
-#include "core/comm.h"
+#include "base/check.h"
+#include "comm/comm.h"
 #include "device.h"
 
 using namespace accl;

@@ -1,6 +1,6 @@
 // accl.h host streams and events.
 #include "api/api.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "sched/stream.h"
 
 using namespace accl;

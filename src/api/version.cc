@@ -1,6 +1,6 @@
 // Library identity: version code and the ACCL banner.
 #include "api/api.h"
-#include "core/log.h"
+#include "base/log.h"
 
 NCCL_API(ncclResult_t, ncclGetVersion, int* version) {
   if (version == nullptr) {

@@ -7,7 +7,7 @@
 #include <cinttypes>
 #include <cstring>
 #include "bootstrap/wire.h"
-#include "core/log.h"
+#include "base/log.h"
 
 namespace accl::boot {
 

@@ -3,8 +3,8 @@
 #include <cstring>
 #include "bootstrap/bootstrap_impl.h"
 #include "bootstrap/root.h"
-#include "core/check.h"
-#include "core/log.h"
+#include "base/check.h"
+#include "base/log.h"
 #include "topo/ifaces.h"
 
 namespace accl {

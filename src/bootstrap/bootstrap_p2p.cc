@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include "bootstrap/bootstrap_impl.h"
-#include "core/check.h"
-#include "core/log.h"
+#include "base/check.h"
+#include "base/log.h"
 
 namespace accl {
 

@@ -9,7 +9,7 @@
 #include <vector>
 #include "bootstrap/acceptor.h"
 #include "bootstrap/wire.h"
-#include "core/log.h"
+#include "base/log.h"
 
 namespace accl::boot {
 

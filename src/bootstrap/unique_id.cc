@@ -5,8 +5,8 @@
 #include <cstring>
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/root.h"
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 #include "topo/ifaces.h"
 
 namespace accl {

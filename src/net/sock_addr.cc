@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include "core/log.h"
+#include "base/log.h"
 #include "net/socket.h"
 
 namespace accl::net {

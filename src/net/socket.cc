@@ -9,8 +9,8 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 #include "net/socket.h"
 
 namespace accl::net {

@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include "core/log.h"
+#include "base/log.h"
 #include "net/socket.h"
 
 namespace accl::net {

@@ -7,10 +7,10 @@
 #include <unistd.h>
 #include <algorithm>
 #include <chrono>
-#include "core/check.h"
-#include "core/param.h"
-#include "core/status_server.h"
-#include "core/trace.h"
+#include "base/check.h"
+#include "base/param.h"
+#include "comm/status_server.h"
+#include "base/trace.h"
 #include "sched/work.h"
 #include "transports/shm/shm_transport.h"
 

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <thread>
 #include <vector>
-#include "core/check.h"
+#include "base/check.h"
 #include "sched/planner.h"
 #include "sched/stream.h"
 #include "sched/work.h"

@@ -1,7 +1,7 @@
 // Lane: runs a sequence of steps against the channels, one chunk at a time.
 #include <algorithm>
 #include <cstring>
-#include "core/check.h"
+#include "base/check.h"
 #include "sched/work.h"
 
 namespace accl {

@@ -1,7 +1,7 @@
 // op.h: one validated API call, as recorded by the group machinery.
 #pragma once
 #include <memory>
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "device.h"
 
 namespace accl {

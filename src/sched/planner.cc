@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <map>
 #include "coll/algorithms.h"
-#include "core/check.h"
-#include "core/param.h"
+#include "base/check.h"
+#include "base/param.h"
 #include "sched/tuner.h"
 #include "transports/shm/shm_transport.h"
 

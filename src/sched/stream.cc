@@ -3,7 +3,7 @@
 #include <unordered_map>
 #include <sched.h>
 #include <chrono>
-#include "core/log.h"
+#include "base/log.h"
 
 namespace accl {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 #include "nccl.h"
-#include "sched/algo_policy.h"
+#include "coll/algo_policy.h"
 #include "sched/op.h"
 
 namespace accl {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 #include "coll/step.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "sched/op.h"
 
 namespace accl {

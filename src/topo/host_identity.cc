@@ -3,7 +3,7 @@
 #include <sys/stat.h>
 #include <fstream>
 #include <string>
-#include "core/param.h"
+#include "base/param.h"
 #include "topo/ifaces.h"
 
 namespace accl::topo {

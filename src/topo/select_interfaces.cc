@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 #include "topo/ifaces.h"
 
 namespace accl::topo {

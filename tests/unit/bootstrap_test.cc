@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 #include "bootstrap/bootstrap.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "net/socket.h"
 
 using namespace accl;

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 #include <vector>
-#include "core/log.h"
+#include "base/log.h"
 #include "topo/ifaces.h"
 
 using namespace accl;

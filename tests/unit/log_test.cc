@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "nccl.h"
 
 namespace {

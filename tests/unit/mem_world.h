@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <memory>
 #include <vector>
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "sched/work.h"
 
 namespace accl {

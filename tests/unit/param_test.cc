@@ -13,8 +13,8 @@
 #include <sstream>
 #include <string>
 
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 
 namespace {
 

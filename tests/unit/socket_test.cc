@@ -5,7 +5,7 @@
 #include <string>
 #include <thread>
 #include <vector>
-#include "core/log.h"
+#include "base/log.h"
 #include "net/socket.h"
 
 using namespace accl;

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <thread>
 #include <vector>
-#include "core/check.h"
+#include "base/check.h"
 
 namespace accl::net {
 namespace {

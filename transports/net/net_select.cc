@@ -5,8 +5,8 @@
 #include <map>
 #include <mutex>
 #include <thread>
-#include "core/check.h"
-#include "core/param.h"
+#include "base/check.h"
+#include "base/param.h"
 #include "transports/plugin/plugin_net.h"
 
 namespace accl::net {
@@ -100,12 +100,13 @@ ncclResult_t chooseNetModule(const std::string& netName, NetChoice* choice) {
   return ncclSuccess;
 }
 
-ncclResult_t connectNetPeers(Comm* c, const NetChoice& choice, const std::vector<int>& peers) {
+ncclResult_t connectNetPeers(const TransportSetup& c, const NetChoice& choice, const std::vector<int>& peers,
+                             std::unique_ptr<NetCommState>* out) {
   NetModule* m = choice.module;
   auto state = std::make_unique<NetCommState>();
-  NCCLCHECK(m->openContext(c->nonce, &state->ctx));
+  NCCLCHECK(m->openContext(c.nonce, &state->ctx));
   state->module = m;
-  state->worker = makeNetWorker(c->bell(), c->rank);
+  state->worker = makeNetWorker(c.bell, c.rank);
 
   struct Pending {
     char mine[kNetHandleBytes] = {};
@@ -126,13 +127,13 @@ ncclResult_t connectNetPeers(Comm* c, const NetChoice& choice, const std::vector
     Pending& e = pending[p];
     ncclResult_t res = m->listen(state->ctx, choice.dev, e.mine, &e.listenComm);
     if (res != ncclSuccess) {
-      WARN("rank %d: net module %s: listen on device %d failed (error %d)", c->rank, m->name(), choice.dev, res);
+      WARN("rank %d: net module %s: listen on device %d failed (error %d)", c.rank, m->name(), choice.dev, res);
       closeAll();
       return res;
     }
   }
-  for (auto& [p, e] : pending) NCCLCHECK(c->bootstrap->send(p, kHandleTag, e.mine, kNetHandleBytes));
-  for (auto& [p, e] : pending) NCCLCHECK(c->bootstrap->recv(p, kHandleTag, e.theirs, kNetHandleBytes));
+  for (auto& [p, e] : pending) NCCLCHECK(c.bootstrap->send(p, kHandleTag, e.mine, kNetHandleBytes));
+  for (auto& [p, e] : pending) NCCLCHECK(c.bootstrap->recv(p, kHandleTag, e.theirs, kNetHandleBytes));
 
   const int timeoutMs = static_cast<int>(2 * param::socketConnectTimeoutMsec() + 5000);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
@@ -144,23 +145,23 @@ ncclResult_t connectNetPeers(Comm* c, const NetChoice& choice, const std::vector
       if (!e.sendComm) res = m->connect(state->ctx, choice.dev, e.theirs, &e.sendComm);
       if (res == ncclSuccess && !e.recvComm) res = m->accept(e.listenComm, &e.recvComm);
       if (res != ncclSuccess) {
-        WARN("rank %d: net module %s cannot connect with %s (error %d)", c->rank, m->name(),
-             c->describePeer(p).c_str(), res);
+        WARN("rank %d: net module %s cannot connect with %s (error %d)", c.rank, m->name(),
+             c.describePeer(p).c_str(), res);
         closeAll();
         return ncclRemoteError;
       }
       if (!e.sendComm || !e.recvComm) {
         all = false;
-        missing += (missing.empty() ? "" : "; ") + c->describePeer(p);
+        missing += (missing.empty() ? "" : "; ") + c.describePeer(p);
       }
     }
     if (all) break;
-    if (c->abortFlag.load()) {
+    if (c.abortFlag->load()) {
       closeAll();
       return ncclInternalError;
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      WARN("rank %d: net module %s: no connection with %s within %d ms", c->rank, m->name(), missing.c_str(),
+      WARN("rank %d: net module %s: no connection with %s within %d ms", c.rank, m->name(), missing.c_str(),
            timeoutMs);
       closeAll();
       return ncclRemoteError;
@@ -173,13 +174,13 @@ ncclResult_t connectNetPeers(Comm* c, const NetChoice& choice, const std::vector
   }
   for (auto& [p, e] : pending) {
     std::unique_ptr<PeerConnection> conn;
-    ncclResult_t res = makeNetConnection(state->worker, m, e.sendComm, e.recvComm, c->ringBytes, c->describePeer(p),
+    ncclResult_t res = makeNetConnection(state->worker, m, e.sendComm, e.recvComm, c.ringBytes, c.describePeer(p),
                                          &conn);
     e.sendComm = e.recvComm = nullptr;  // owned by the connection (or closed by it on failure)
     NCCLCHECK(res);
-    c->conns[p] = std::move(conn);
+    (*c.conns)[p] = std::move(conn);
   }
-  c->netState = std::move(state);
+  *out = std::move(state);
   return ncclSuccess;
 }
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 #include <vector>
-#include "core/comm.h"
+#include "transports/setup.h"
 #include "transports/net/net_connection.h"
 #include "transports/net/net_module.h"
 
@@ -35,6 +35,8 @@ struct NetCommState {
 // Connects to every peer in `peers` through `choice.module`: a listen comm per peer, handles
 // swapped over the bootstrap, then non-blocking connect/accept until all are up (bounded by
 // ACCL_SOCKET_CONNECT_TIMEOUT_MSEC; every peer that is still missing is named).
-ncclResult_t connectNetPeers(Comm* c, const NetChoice& choice, const std::vector<int>& peers);
+// The module's per-communicator state goes to *state (keep it until the connections are gone).
+ncclResult_t connectNetPeers(const TransportSetup& c, const NetChoice& choice, const std::vector<int>& peers,
+                             std::unique_ptr<NetCommState>* state);
 
 }  // namespace accl::net

@@ -2,8 +2,8 @@
 #include <dlfcn.h>
 #include <strings.h>
 #include <mutex>
-#include "core/check.h"
-#include "core/param.h"
+#include "base/check.h"
+#include "base/param.h"
 #include "transports/plugin/plugin_net.h"
 
 namespace accl::net {

@@ -5,7 +5,7 @@
 #include <unistd.h>
 #include <atomic>
 #include <cstring>
-#include "core/check.h"
+#include "base/check.h"
 
 namespace accl {
 namespace {

@@ -1,7 +1,7 @@
 // socket_link.cc: shared state of a striped socket connection, and how its failures are told.
 #include "transports/socket/socket_link.h"
 #include <algorithm>
-#include "core/log.h"
+#include "base/log.h"
 #include "topo/ifaces.h"
 
 namespace accl {

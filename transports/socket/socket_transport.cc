@@ -2,8 +2,8 @@
 // peek/release only touch the staging rings; the helper threads (socket_worker.cc) do all I/O.
 #include "transports/socket/socket_transport.h"
 #include <algorithm>
-#include "core/check.h"
-#include "core/param.h"
+#include "base/check.h"
+#include "base/param.h"
 #include "transports/socket/socket_worker.h"
 
 namespace accl {

@@ -1,5 +1,5 @@
 // reachability.cc: one TCP connect per peer, plus which local interface the route uses.
-#include "net/reachability.h"
+#include "topo/reachability.h"
 #include <sys/socket.h>
 #include <unistd.h>
 #include <cstdio>
@@ -8,7 +8,10 @@
 #include "net/socket.h"
 #include "topo/ifaces.h"
 
-namespace accl::net {
+namespace accl::topo {
+
+using net::SockAddr;
+using net::Socket;
 
 namespace {
 
@@ -22,7 +25,7 @@ std::string routeInterface(const SockAddr& addr) {
   if (getsockname(probe.fd(), reinterpret_cast<sockaddr*>(&local.ss), &local.len) != 0) return "?";
   local.setPort(0);
   std::string localText = local.str();
-  for (const topo::NetIf& nif : topo::listInterfaces()) {
+  for (const NetIf& nif : listInterfaces()) {
     if (nif.addr.str() == localText) return nif.name + " " + localText.substr(0, localText.rfind(':'));
   }
   return localText;
@@ -36,14 +39,14 @@ bool checkPeer(const std::string& peer, int defaultPort, int timeoutMs) {
                                      : peer.find(':') != std::string::npos && peer.find(':') == peer.rfind(':');
   if (!hasPort) text = (peer.find(':') != std::string::npos ? "[" + peer + "]" : peer) + ":" + std::to_string(defaultPort);
   SockAddr addr;
-  if (parseHostPort(text.c_str(), &addr) != ncclSuccess) {
+  if (net::parseHostPort(text.c_str(), &addr) != ncclSuccess) {
     std::printf("  %-28s UNKNOWN (cannot parse or resolve)\n", text.c_str());
     return false;
   }
   std::string via = routeInterface(addr);
   Socket s;
   std::string why;
-  ncclResult_t res = connectWithin(addr, &s, timeoutMs, &why, nullptr, false);
+  ncclResult_t res = net::connectWithin(addr, &s, timeoutMs, &why, nullptr, false);
   bool refusedOnce = res != ncclSuccess && why == strerror(ECONNREFUSED);
   bool answered = res == ncclSuccess || refusedOnce;
   std::printf("  %-28s %-12s via %-24s %s\n", addr.str().c_str(), answered ? "REACHABLE" : "UNREACHABLE", via.c_str(),
@@ -51,4 +54,4 @@ bool checkPeer(const std::string& peer, int defaultPort, int timeoutMs) {
   return answered;
 }
 
-}  // namespace accl::net
+}  // namespace accl::topo

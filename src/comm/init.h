@@ -1,7 +1,7 @@
 // init.h: bringing a communicator up: bootstrap rendezvous, exchange of peer information,
 // and a connection to every peer (shared memory on the same host, else TCP).
 #pragma once
-#include "core/comm.h"
+#include "comm/comm.h"
 
 namespace accl {
 

@@ -1,11 +1,11 @@
 // Config protocol (see spec/nccl-api.md §4): copy min(size, ours) bytes over an undefined
 // template, reject a bad magic, distrust fields newer than the caller's header version,
 // validate, fill defaults, then let the environment override.
-#include "core/config.h"
+#include "comm/config.h"
 #include <cstdlib>
 #include <cstring>
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 
 namespace accl {
 namespace {

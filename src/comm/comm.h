@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 #include "bootstrap/bootstrap.h"
-#include "core/config.h"
+#include "comm/config.h"
 #include "net/socket.h"
-#include "sched/algo_policy.h"
+#include "coll/algo_policy.h"
 #include "transports/doorbell.h"
+#include "transports/peer_info.h"
+#include "transports/setup.h"
 #include "transports/transport.h"
 
 namespace accl {
@@ -20,19 +22,6 @@ class ShmDomain;
 namespace net {
 struct NetCommState;
 }
-
-// What every rank tells every other at init.
-struct PeerInfo {
-  int rank;
-  int pid;
-  int cudaDev;
-  uint64_t hostHash;
-  uint64_t commNonce;  // rank 0's value names this communicator's shm segments
-  net::SockAddr dataAddr;
-  char hostname[64];  // for error messages naming an unreachable peer
-  char ifname[16];    // the interface dataAddr belongs to (IFNAMSIZ)
-  net::SockAddr statusAddr;  // this process's status server (hang summaries)
-};
 
 struct RedOpEntry {
   bool live = false;
@@ -82,7 +71,7 @@ class Comm {
   std::vector<RedOpEntry> redOps;  // handle = ncclNumOps + index
 
   // What this rank is blocked on, refreshed by the executor while it waits; served to peers
-  // that ask for a hang summary (src/core/status_server.h).
+  // that ask for a hang summary (src/comm/status_server.h).
   std::mutex statusMu;
   std::string blockedReport;
 
@@ -102,7 +91,9 @@ class Comm {
   void depart();
   int localRankCount() const { return static_cast<int>(localRanks.size()); }
   // "rank 3 (host pod1, 10.77.2.2:41000, interface hpn0)", for error messages.
-  std::string describePeer(int peer) const;
+  std::string describePeer(int peer) const { return accl::describePeer(peers, peer); }
+  // The view of this communicator a transport gets while it connects peers.
+  TransportSetup transportSetup();
 };
 
 // Registry of live handles: lets every entry point reject destroyed or bogus communicators

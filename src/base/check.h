@@ -2,7 +2,7 @@
 // returns early on failure and leaves a TRACE breadcrumb with file and line.
 #pragma once
 #include "nccl.h"
-#include "core/log.h"
+#include "base/log.h"
 
 #define NCCLCHECK(call)                                                        \
   do {                                                                         \

@@ -1,13 +1,13 @@
-#include "core/init.h"
+#include "comm/init.h"
 #include <sys/random.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include "core/check.h"
-#include "core/param.h"
-#include "core/status_server.h"
-#include "core/socket_connect.h"
+#include "base/check.h"
+#include "base/param.h"
+#include "comm/status_server.h"
+#include "net/socket_connect.h"
 #include "topo/ifaces.h"
 #include "transports/net/net_select.h"
 #include "transports/shm/shm_transport.h"
@@ -27,6 +27,24 @@ size_t channelBytes() {
   size_t bytes = 64 << 10;
   while (bytes < static_cast<size_t>(want) && bytes < (size_t(1) << 30)) bytes <<= 1;
   return bytes;
+}
+
+SocketPeer describeSocketPeer(const Comm* c, int p) {
+  const PeerInfo& info = c->peers[p];
+  return SocketPeer{c->rank, p, info.hostname, info.dataAddr.str(), c->peers[c->rank].ifname};
+}
+
+ncclResult_t connectSocketPeers(Comm* c, const std::vector<int>& peers, const net::Socket& listener) {
+  const PeerInfo& me = c->peers[c->rank];
+  net::MeshSelf self{c->rank, c->bootstrap->magic(), c->nonce, me.hostname, me.ifname, me.dataAddr};
+  std::vector<net::MeshPeer> mesh;
+  for (int p : peers) mesh.push_back(net::MeshPeer{p, c->peers[p].dataAddr, describeSocketPeer(c, p).describe()});
+  const SocketLayout layout = socketLayout();
+  return net::connectPeers(self, mesh, layout.nsocks(), listener, &c->abortFlag,
+                           [&](int p, std::vector<net::Socket> socks) {
+                             c->conns[p] = makeSocketConnection(std::move(socks), c->ringBytes, layout, c->bell(),
+                                                                describeSocketPeer(c, p));
+                           });
 }
 
 }  // namespace
@@ -100,7 +118,7 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
     NCCLCHECK(net::chooseNetModule(c->config.netName, &choice));
     INFO(kSubsysInit | kSubsysNet, "rank %d: NET/%s: %s", rank, choice.module ? choice.module->name() : "Socket",
          choice.why.c_str());
-    if (choice.module) NCCLCHECK(net::connectNetPeers(c, choice, socketPeers));
+    if (choice.module) NCCLCHECK(net::connectNetPeers(c->transportSetup(), choice, socketPeers, &c->netState));
     else NCCLCHECK(connectSocketPeers(c, socketPeers, listener));
     c->anySocket = true;
   }

@@ -3,7 +3,7 @@
 // and must cost one load. One mutex serialises settings (re)initialisation and line writes,
 // so a line is never interleaved with another and resetLogInit() never closes a file that a
 // writer is using.
-#include "core/log.h"
+#include "base/log.h"
 
 #include <strings.h>
 #include <sys/syscall.h>
@@ -19,7 +19,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/param.h"
+#include "base/param.h"
 #include "nccl.h"
 
 namespace accl {

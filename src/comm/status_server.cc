@@ -1,4 +1,4 @@
-#include "core/status_server.h"
+#include "comm/status_server.h"
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -6,8 +6,8 @@
 #include <map>
 #include <mutex>
 #include <thread>
-#include "core/check.h"
-#include "core/comm.h"
+#include "base/check.h"
+#include "comm/comm.h"
 #include "topo/ifaces.h"
 
 namespace accl {

@@ -14,7 +14,7 @@ const char* envGet(const char* name);
 namespace param {
 #define ACCL_PARAM_INT(id, env, def, doc) int64_t id();
 #define ACCL_PARAM_STR(id, env, def, doc) std::string id();
-#include "core/params.def"
+#include "base/params.def"
 #undef ACCL_PARAM_INT
 #undef ACCL_PARAM_STR
 }  // namespace param

@@ -1,11 +1,11 @@
-#include "core/trace.h"
+#include "base/trace.h"
 #include <unistd.h>
 #include <cstdio>
 #include <deque>
 #include <map>
 #include <mutex>
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 
 namespace accl {
 namespace {

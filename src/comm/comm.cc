@@ -1,8 +1,8 @@
-#include "core/comm.h"
+#include "comm/comm.h"
 #include <cstring>
 #include <unordered_set>
-#include "core/log.h"
-#include "core/status_server.h"
+#include "base/log.h"
+#include "comm/status_server.h"
 #include "transports/net/net_select.h"
 #include "transports/shm/shm_transport.h"
 
@@ -48,12 +48,18 @@ void Comm::fail(ncclResult_t err, int culprit) {
   }
 }
 
-std::string Comm::describePeer(int peer) const {
-  std::string d = "rank " + std::to_string(peer);
-  if (peer < 0 || peer >= static_cast<int>(peers.size())) return d;
-  const PeerInfo& p = peers[peer];
-  return d + " (host " + std::string(p.hostname, strnlen(p.hostname, sizeof(p.hostname))) + ", " + p.dataAddr.str() +
-         ", interface " + std::string(p.ifname, strnlen(p.ifname, sizeof(p.ifname))) + ")";
+TransportSetup Comm::transportSetup() {
+  TransportSetup t;
+  t.rank = rank;
+  t.nranks = nranks;
+  t.nonce = nonce;
+  t.bootstrap = bootstrap.get();
+  t.peers = &peers;
+  t.abortFlag = &abortFlag;
+  t.ringBytes = ringBytes;
+  t.bell = bell();
+  t.conns = &conns;
+  return t;
 }
 
 void Comm::closeTransports() {

@@ -1,7 +1,7 @@
 // param.cc: environment parameters. Conf files are merged into the environment once with
 // "set only if unset", so the process environment always wins and the application sees the
 // merged values through getenv() too (NCCL does the same).
-#include "core/param.h"
+#include "base/param.h"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace accl {
 namespace {
@@ -119,7 +119,7 @@ namespace param {
     static StringParamLog log;                 \
     return readStringParam(env, def, log);     \
   }
-#include "core/params.def"
+#include "base/params.def"
 #undef ACCL_PARAM_INT
 #undef ACCL_PARAM_STR
 }  // namespace param
@@ -132,13 +132,13 @@ const ParamInfo* paramTable(size_t* count) {
     Table() {
 #define ACCL_PARAM_INT(id, env, def, doc) defaults.push_back(std::to_string((int64_t)(def)));
 #define ACCL_PARAM_STR(id, env, def, doc) defaults.push_back(def);
-#include "core/params.def"
+#include "base/params.def"
 #undef ACCL_PARAM_INT
 #undef ACCL_PARAM_STR
       size_t i = 0;
 #define ACCL_PARAM_INT(id, env, def, doc) rows.push_back({env, defaults[i++].c_str(), doc, false});
 #define ACCL_PARAM_STR(id, env, def, doc) rows.push_back({env, defaults[i++].c_str(), doc, true});
-#include "core/params.def"
+#include "base/params.def"
 #undef ACCL_PARAM_INT
 #undef ACCL_PARAM_STR
     }

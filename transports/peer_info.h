@@ -1,0 +1,31 @@
+// peer_info.h: what every rank publishes to every other at init (one fixed-size record per
+// rank, all-gathered through the bootstrap). Transports decide from two of these whether they
+// can connect a pair of ranks, so anything a transport needs to decide goes here.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+#include "net/socket.h"
+
+namespace accl {
+
+struct PeerInfo {
+  int rank;
+  int pid;
+  int cudaDev;
+  uint64_t hostHash;   // equal hash: same host (and network namespace), so shared memory works
+  uint64_t commNonce;  // rank 0's value names this communicator's shm segments
+  net::SockAddr dataAddr;
+  char hostname[64];  // for error messages naming an unreachable peer
+  char ifname[16];    // the interface dataAddr belongs to (IFNAMSIZ)
+  net::SockAddr statusAddr;  // this process's status server (hang summaries)
+  // Room for device transports (CUDA IPC and the like): which device this rank drives, by a
+  // stable id (e.g. PCI bus id hash; 0 = host only), and an opaque handle they exchange.
+  uint64_t deviceId;
+  unsigned char deviceHandle[64];
+};
+
+// "rank 3 (host pod1, 10.77.2.2:41000, interface hpn0)", for error messages.
+std::string describePeer(const std::vector<PeerInfo>& peers, int peer);
+
+}  // namespace accl
