@@ -302,7 +302,22 @@ bool logEnabled(LogLevel level, uint64_t subsys) {
   return levelAndSubsysEnabled(currentLevel(), level, subsys);
 }
 
+namespace {
+std::atomic<LogSink> gSink{nullptr};
+}  // namespace
+
+void setLogSink(LogSink sink) { gSink.store(sink, std::memory_order_release); }
+
 void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, const char* fmt, ...) {
+  if (LogSink sink = gSink.load(std::memory_order_acquire)) {
+    char message[kMessageMax];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(message, sizeof(message), fmt, args);
+    va_end(args);
+    sink(level, subsys, file, line, message);
+    return;
+  }
   int current = currentLevel();
   bool print = levelAndSubsysEnabled(current, level, subsys);
   // A WARN is formatted even when silent: ncclGetLastError must see it.

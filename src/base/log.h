@@ -28,6 +28,10 @@ const char* lastErrorText();
 void resetLogInit();
 // The device index shown in log lines of this thread ([cudaDev]).
 void setLogDevice(int dev);
+// Inside a net plugin built from ACCL code (libnccl-net-accl.so) lines go to the host's
+// logger instead, so they land in the host's NCCL_DEBUG_FILE and follow its level; null: ours.
+using LogSink = void (*)(LogLevel level, uint64_t subsys, const char* file, int line, const char* text);
+void setLogSink(LogSink sink);
 
 }  // namespace accl
 

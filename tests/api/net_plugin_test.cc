@@ -1,4 +1,4 @@
-// External net plugins, loaded as NCCL 2.28 loads them (NCCL_NET_PLUGIN, ncclNetPlugin_v11..v6):
+// External net plugins (ours: the TCP test plugin and libnccl-net-accl.so), loaded as NCCL 2.28 loads them (NCCL_NET_PLUGIN, ncclNetPlugin_v11..v6):
 // the collective matrix runs through our TCP test plugin (tests/netplugin/) built for each ABI
 // version, with shared memory off so every byte between ranks goes through the plugin, and
 // the log must name the ABI version the host picked. Also: a plugin whose init fails or that
@@ -23,7 +23,11 @@ std::string buildDir() {
   return d ? d : ".";
 }
 
-std::string pluginPath(const std::string& variant) { return buildDir() + "/lib/libnccl-net-testtcp-" + variant + ".so"; }
+// "accl" is our socket module exported as a plugin; the others are the TCP test plugin's builds.
+std::string pluginPath(const std::string& variant) {
+  if (variant == "accl") return buildDir() + "/lib/libnccl-net-accl.so";
+  return buildDir() + "/lib/libnccl-net-testtcp-" + variant + ".so";
+}
 
 std::string logPath(const std::string& what) {
   return "/tmp/accl-netplugin-" + std::to_string(getpid()) + "-" + what + ".log";
@@ -58,11 +62,11 @@ ncclResult_t initTwoRanks() {
 
 }  // namespace
 
-using PluginParam = std::tuple<const char*, const char*, int>;  // variant, expected symbol, ranks
+using PluginParam = std::tuple<const char*, const char*, const char*, int>;  // variant, name, symbol, ranks
 class NetPluginMatrix : public testing::TestWithParam<PluginParam> {};
 
 TEST_P(NetPluginMatrix, EveryCaseMatchesTheReferenceThroughThePlugin) {
-  const auto [variant, symbol, n] = GetParam();
+  const auto [variant, name, symbol, n] = GetParam();
   if (const ChildRole* role = childRole()) {
     MatrixScope scope;
     std::vector<std::string> messages = runMatrixOnThreads(role->nranks, scope);
@@ -73,25 +77,26 @@ TEST_P(NetPluginMatrix, EveryCaseMatchesTheReferenceThroughThePlugin) {
   std::vector<std::string> env = logEnv(log);
   env.push_back("NCCL_SHM_DISABLE=1");
   env.push_back("NCCL_NET_PLUGIN=" + pluginPath(variant));
-  env.push_back("NCCL_NET=TestTCP");  // no silent fallback to the internal socket transport
+  env.push_back(std::string("NCCL_NET=") + name);  // no silent fallback to the internal socket transport
   ChildResult result = runChildProcesses(1, false, n, env, 580);
   std::string text = readFile(log);
   unlink(log.c_str());
   EXPECT_TRUE(result.ok) << result.report;
-  EXPECT_NE(text.find(std::string("NET/Plugin: loaded TestTCP from ") + pluginPath(variant) + " (" + symbol + ")"),
-            std::string::npos)
-      << text.substr(0, 4000);
-  EXPECT_NE(text.find("NET/TestTCP: net plugin TestTCP"), std::string::npos) << text.substr(0, 4000);
+  const std::string loaded = std::string("NET/Plugin: loaded ") + name + " from " + pluginPath(variant) + " (" + symbol + ")";
+  const std::string chosen = std::string("NET/") + name + ": net plugin " + name + " from " + pluginPath(variant);
+  EXPECT_NE(text.find(loaded), std::string::npos) << loaded << "\n" << text.substr(0, 4000);
+  EXPECT_NE(text.find(chosen), std::string::npos) << chosen << "\n" << text.substr(0, 4000);
 }
 
 INSTANTIATE_TEST_SUITE_P(, NetPluginMatrix,
-                         testing::Values(PluginParam{"v6", "ncclNetPlugin_v6", 2},
-                                         PluginParam{"v8", "ncclNetPlugin_v8", 3},
-                                         PluginParam{"v11", "ncclNetPlugin_v11", 2},
-                                         PluginParam{"all", "ncclNetPlugin_v11", 3}),
+                         testing::Values(PluginParam{"v6", "TestTCP", "ncclNetPlugin_v6", 2},
+                                         PluginParam{"v8", "TestTCP", "ncclNetPlugin_v8", 3},
+                                         PluginParam{"v11", "TestTCP", "ncclNetPlugin_v11", 2},
+                                         PluginParam{"all", "TestTCP", "ncclNetPlugin_v11", 3},
+                                         PluginParam{"accl", "Socket", "ncclNetPlugin_v11", 3}),
                          [](const testing::TestParamInfo<PluginParam>& info) {
-                           return std::string("Abi") + std::get<0>(info.param) + "On" +
-                                  std::to_string(std::get<2>(info.param)) + "Ranks";
+                           return std::string(std::get<0>(info.param)) + "On" +
+                                  std::to_string(std::get<3>(info.param)) + "Ranks";
                          });
 
 // Each case: extra environment, whether init must succeed, text the log must contain.

@@ -224,7 +224,10 @@ static struct request* post(struct comm* c, void* data, size_t size) {
 static int moveBytes(struct comm* c, char* buf, size_t want) {
   ssize_t n = c->isSend ? send(c->fd, buf, want, MSG_NOSIGNAL | MSG_DONTWAIT) : recv(c->fd, buf, want, MSG_DONTWAIT);
   if (n > 0) return (int)n;
-  if (n == 0 && !c->isSend) return -1; /* peer closed */
+  if (n == 0 && !c->isSend) {
+    errno = 0; /* peer closed */
+    return -1;
+  }
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
   return -1;
 }
@@ -256,7 +259,7 @@ static ncclResult_t progress(struct comm* c) {
   }
   return ncclSuccess;
 broken:
-  LOG(NCCL_LOG_WARN, "TestTCP: connection lost: %s", errno ? strerror(errno) : "closed by peer");
+  LOG(NCCL_LOG_INFO, "TestTCP: connection lost: %s", errno ? strerror(errno) : "closed by peer");
   c->broken = 1;
   return ncclRemoteError;
 }

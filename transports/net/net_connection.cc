@@ -119,15 +119,23 @@ class NetConnection final : public PeerConnection {
   // Worker thread: post what can be posted, collect completions. True if anything moved.
   bool pump();
 
-  // Executor side.
+  // Executor side. A module error is reported only where the executor needs this connection
+  // (to send, or data that has not come): a peer that destroyed its communicator after its
+  // last operation leaves an EOF behind that matters to nobody.
   ncclResult_t failure() const {
     if (closedLocally_.load(std::memory_order_relaxed)) {
       WARN("rank %d: %s connection to %s was closed (communicator aborted)", worker_->rank(), module_->name(),
            peer_.c_str());
       return ncclRemoteError;
     }
-    return static_cast<ncclResult_t>(error_.load(std::memory_order_acquire));
+    int err = error_.load(std::memory_order_acquire);
+    if (err != 0 && !reported_.exchange(true))
+      WARN("rank %d: net module %s failed on the connection to %s: %s (peer died, link down or plugin error)",
+           worker_->rank(), module_->name(), peer_.c_str(), errorText_.c_str());
+    return static_cast<ncclResult_t>(err);
   }
+  ncclResult_t aborted() const { return closedLocally_.load(std::memory_order_relaxed) ? failure() : ncclSuccess; }
+  bool broken() const { return error_.load(std::memory_order_acquire) != 0; }
 
   class Send final : public SendChannel {
    public:
@@ -146,8 +154,11 @@ class NetConnection final : public PeerConnection {
       c_->sendReady_.store(fill_, std::memory_order_seq_cst);
       c_->worker_->wake();
     }
-    ncclResult_t progress() override { return c_->failure(); }
-    bool pendingLocal() const override { return c_->sendDone_.load(std::memory_order_acquire) != fill_; }
+    ncclResult_t progress() override { return c_->aborted(); }
+    // Unsent slots of a broken connection never leave: nothing to wait for.
+    bool pendingLocal() const override {
+      return c_->sendDone_.load(std::memory_order_acquire) != fill_ && !c_->broken();
+    }
     uint64_t position() const override { return position_; }
 
    private:
@@ -178,7 +189,7 @@ class NetConnection final : public PeerConnection {
         c_->worker_->wake();
       }
     }
-    ncclResult_t progress() override { return c_->failure(); }
+    ncclResult_t progress() override { return c_->aborted(); }
     uint64_t position() const override { return position_; }
 
    private:
@@ -193,11 +204,10 @@ class NetConnection final : public PeerConnection {
     if (attached_) worker_->remove(this);
     attached_ = false;
   }
-  void fail(ncclResult_t res, const char* what) {
+  // Worker side: remembers the first failure; failure() reports it where it matters.
+  void fail(ncclResult_t res, std::string what) {
     if (error_.load() == 0) {
-      WARN("rank %d: net module %s failed on the connection to %s: %s returned %d (peer died, link down or "
-           "plugin error)",
-           worker_->rank(), module_->name(), peer_.c_str(), what, static_cast<int>(res));
+      errorText_ = std::move(what);
       error_.store(res == ncclSuccess ? ncclSystemError : res, std::memory_order_release);
     }
   }
@@ -212,6 +222,8 @@ class NetConnection final : public PeerConnection {
   bool attached_ = false;
   std::atomic<bool> closedLocally_{false};
   std::atomic<int> error_{0};
+  std::string errorText_;  // written before error_ is published
+  mutable std::atomic<bool> reported_{false};
 
   // Send direction: executor publishes sendReady_ (slots closed), worker publishes sendDone_.
   std::atomic<uint64_t> sendReady_{0};
@@ -236,7 +248,7 @@ bool NetConnection::pump() {
     uint64_t seq = sendPosted_;
     res = module_->isend(sendComm_, out_.slot(seq), out_.sizes[seq % kNetSlots].load(std::memory_order_relaxed), 0,
                          out_.mhandle, &req);
-    if (res != ncclSuccess) return fail(res, "isend"), true;
+    if (res != ncclSuccess) return fail(res, "isend returned " + std::to_string(res)), true;
     if (!req) break;
     out_.requests[seq % kNetSlots] = req;
     sendPosted_++;
@@ -245,7 +257,7 @@ bool NetConnection::pump() {
     int isDone = 0;
     size_t size = 0;
     res = module_->test(out_.requests[done % kNetSlots], &isDone, &size);
-    if (res != ncclSuccess) return fail(res, "test (send)"), true;
+    if (res != ncclSuccess) return fail(res, "test (send) returned " + std::to_string(res)), true;
     if (!isDone) break;
     sendDone_.store(done + 1, std::memory_order_seq_cst);
     moved = true;
@@ -254,7 +266,7 @@ bool NetConnection::pump() {
   while (recvPosted_ < limit) {
     void* req = nullptr;
     res = module_->irecv(recvComm_, in_.slot(recvPosted_), in_.slotBytes, 0, in_.mhandle, &req);
-    if (res != ncclSuccess) return fail(res, "irecv"), true;
+    if (res != ncclSuccess) return fail(res, "irecv returned " + std::to_string(res)), true;
     if (!req) break;
     in_.requests[recvPosted_ % kNetSlots] = req;
     recvPosted_++;
@@ -263,12 +275,11 @@ bool NetConnection::pump() {
     int isDone = 0;
     size_t size = 0;
     res = module_->test(in_.requests[arrived % kNetSlots], &isDone, &size);
-    if (res != ncclSuccess) return fail(res, "test (receive)"), true;
+    if (res != ncclSuccess) return fail(res, "test (receive) returned " + std::to_string(res)), true;
     if (!isDone) break;
     if (size == 0 || size > in_.slotBytes) {
-      WARN("rank %d: net module %s delivered a %zu-byte message from %s into a %zu-byte slot", worker_->rank(),
-           module_->name(), size, peer_.c_str(), in_.slotBytes);
-      error_.store(ncclSystemError, std::memory_order_release);
+      fail(ncclSystemError, "it delivered a " + std::to_string(size) + "-byte message into a " +
+                                std::to_string(in_.slotBytes) + "-byte slot");
       return true;
     }
     in_.sizes[arrived % kNetSlots].store(size, std::memory_order_relaxed);
