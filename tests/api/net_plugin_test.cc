@@ -40,6 +40,14 @@ std::string readFile(const std::string& path) {
   return ss.str();
 }
 
+std::string warnLines(const std::string& text) {
+  std::string out, line;
+  std::istringstream in(text);
+  while (std::getline(in, line))
+    if (line.find("WARN") != std::string::npos) out += line + "\n";
+  return out;
+}
+
 std::vector<std::string> logEnv(const std::string& log) {
   return {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET", "NCCL_DEBUG_FILE=" + log};
 }
@@ -81,7 +89,7 @@ TEST_P(NetPluginMatrix, EveryCaseMatchesTheReferenceThroughThePlugin) {
   ChildResult result = runChildProcesses(1, false, n, env, 580);
   std::string text = readFile(log);
   unlink(log.c_str());
-  EXPECT_TRUE(result.ok) << result.report;
+  EXPECT_TRUE(result.ok) << result.report << "\nWARN lines of the run:\n" << warnLines(text);
   const std::string loaded = std::string("NET/Plugin: loaded ") + name + " from " + pluginPath(variant) + " (" + symbol + ")";
   const std::string chosen = std::string("NET/") + name + ": net plugin " + name + " from " + pluginPath(variant);
   EXPECT_NE(text.find(loaded), std::string::npos) << loaded << "\n" << text.substr(0, 4000);

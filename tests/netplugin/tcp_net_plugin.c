@@ -303,10 +303,10 @@ static ncclResult_t tcpIflush(void* recvComm, int n, void** data, int* sizes, vo
 static ncclResult_t tcpTest(void* request, int* done, int* sizes) {
   struct request* r = (struct request*)request;
   struct comm* c = r->comm;
+  /* A request that completed before the peer closed is done: a finished peer closes at once. */
   ncclResult_t res = progress(c);
   *done = 0;
-  if (res != ncclSuccess) return res;
-  if (!r->complete) return ncclSuccess;
+  if (!r->complete) return res;
   *done = 1;
   if (sizes) *sizes = (int)r->header;
   r->used = 0;

@@ -223,8 +223,9 @@ class SocketNet final : public NetModule {
     auto* r = static_cast<Request*>(request);
     Comm* c = r->comm;
     *done = 0;
-    NCCLCHECK(progress(c));
-    if (!r->complete) return ncclSuccess;
+    // A request that completed before the peer closed is done: a finished peer closes at once.
+    ncclResult_t res = progress(c);
+    if (!r->complete) return res;
     *done = 1;
     if (size) *size = r->header;
     r->used = false;
