@@ -6,7 +6,7 @@
 #include <climits>
 #include <memory>
 #include <mutex>
-#include "core/log.h"
+#include "base/log.h"
 #include "nccl_net.h"
 #include "transports/socket/socket_net.h"
 

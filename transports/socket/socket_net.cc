@@ -8,8 +8,8 @@
 #include <fstream>
 #include <mutex>
 #include <vector>
-#include "core/check.h"
-#include "core/param.h"
+#include "base/check.h"
+#include "base/param.h"
 #include "topo/ifaces.h"
 
 namespace accl::net {
