@@ -2,6 +2,8 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -115,26 +117,42 @@ std::string statusLine(Comm& c) {
   return line + (c.blockedReport.empty() ? ", running" : ", blocked: " + c.blockedReport);
 }
 
-std::vector<std::string> gatherStatus(Comm& c) {
+std::vector<std::string> gatherStatus(Comm& c, int budgetMs) {
   std::vector<std::string> lines(c.nranks);
-  for (int p = 0; p < c.nranks; p++) {
-    if (p == c.rank) {
-      lines[p] = statusLine(c);
-      continue;
-    }
+  const Query base{kStatusMagic, c.bootstrap ? c.bootstrap->magic() : 0, c.nonce, 0, 0};
+  // One thread per peer, so a frozen peer costs the budget once, not once per peer.
+  auto ask = [&c, &lines, base, budgetMs](int p) {
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(budgetMs);
+    auto left = [&] {
+      return std::max<int>(1, static_cast<int>(
+                                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
+    };
     net::Socket s;
     std::string why;
-    Query q{kStatusMagic, c.bootstrap ? c.bootstrap->magic() : 0, c.nonce, p, 0};
+    Query q = base;
+    q.rank = p;
+    if (net::connectWithin(c.peers[p].statusAddr, &s, budgetMs, &why) != ncclSuccess) {
+      lines[p] = "rank " + std::to_string(p) + ": no answer from " + c.peers[p].statusAddr.str() +
+                 " (process gone, hung before init, or unreachable)";
+      return;
+    }
     uint32_t len = 0;
-    bool ok = net::connectWithin(c.peers[p].statusAddr, &s, 500, &why) == ncclSuccess &&
-              net::sendAll(s, &q, sizeof(q), "status query", nullptr, 1000) == ncclSuccess &&
-              net::recvAll(s, &len, sizeof(len), "status reply", nullptr, 2000) == ncclSuccess && len <= kMaxReply;
-    std::string text(len, '\0');
-    ok = ok && (len == 0 || net::recvAll(s, text.data(), len, "status reply", nullptr, 2000) == ncclSuccess);
+    bool ok = net::sendAll(s, &q, sizeof(q), "status query", nullptr, left()) == ncclSuccess &&
+              net::recvAll(s, &len, sizeof(len), "status reply", nullptr, left()) == ncclSuccess && len <= kMaxReply;
+    std::string text(ok ? len : 0, '\0');
+    ok = ok && (len == 0 || net::recvAll(s, text.data(), len, "status reply", nullptr, left()) == ncclSuccess);
     lines[p] = ok ? text
-                  : "rank " + std::to_string(p) + ": no answer from " + c.peers[p].statusAddr.str() +
-                        " (process gone, hung before init, or unreachable)";
+                  : "rank " + std::to_string(p) + ": not responding (its status server at " +
+                        c.peers[p].statusAddr.str() + " accepted the connection but sent no reply within " +
+                        std::to_string(budgetMs) + " ms: the process is alive but stopped (SIGSTOP, a debugger) or starved)";
+  };
+  std::vector<std::thread> askers;
+  for (int p = 0; p < c.nranks; p++) {
+    if (p == c.rank) lines[p] = statusLine(c);
+    else askers.emplace_back(ask, p);
   }
+  for (auto& t : askers) t.join();
   return lines;
 }
 

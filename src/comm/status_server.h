@@ -20,8 +20,10 @@ void statusUnregister(Comm* comm);
 // This rank's one-line status (ops issued/completed, and what it waits for if blocked).
 std::string statusLine(Comm& comm);
 
-// Asks every other rank of `comm` for its status (bounded: ~0.5 s per silent peer) and returns
-// one line per rank, "gone" for ranks that do not answer.
-std::vector<std::string> gatherStatus(Comm& comm);
+// Asks every other rank of `comm` for its status, all at once, and returns one line per rank
+// within about `budgetMs`. A rank whose status server cannot be reached gets a line with
+// "no answer" (gone); one that accepts the connection but does not reply in time (stopped,
+// e.g. SIGSTOP or a debugger, or starved) gets "not responding".
+std::vector<std::string> gatherStatus(Comm& comm, int budgetMs);
 
 }  // namespace accl

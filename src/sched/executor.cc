@@ -43,7 +43,9 @@ int findCulprit(Comm& c) {
   return -1;
 }
 
-void finishWork(CommWork& w, ncclResult_t res, int culprit = -1) {
+// fatal = false: the error is this work's alone (mismatched calls caught before any data
+// moved); the communicator stays usable.
+void finishWork(CommWork& w, ncclResult_t res, int culprit = -1, bool fatal = true) {
   Comm& c = *w.comm;
   w.finished = true;
   w.result = res;
@@ -52,7 +54,7 @@ void finishWork(CommWork& w, ncclResult_t res, int culprit = -1) {
     std::lock_guard<std::mutex> lk(c.statusMu);
     c.blockedReport.clear();
   }
-  if (res != ncclSuccess) c.fail(res, culprit);
+  if (res != ncclSuccess && fatal) c.fail(res, culprit);
   if (traceEnabled()) {
     std::string name;
     for (const auto& op : w.ops) {
@@ -137,7 +139,9 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
       continue;
     }
     ncclResult_t res = progressSockets(c);
-    while (res == ncclSuccess && w.phase < w.phases.size()) {
+    std::string mismatch;
+    bool mismatchFatal = false;
+    while (res == ncclSuccess && w.phase < w.phases.size() && mismatch.empty()) {
       bool phaseDone = true;
       for (Lane& lane : w.phases[w.phase]) {
         if (lane.finished()) continue;
@@ -148,6 +152,21 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
       if (res != ncclSuccess || !phaseDone) break;
       w.phase++;
       workMoved = true;
+      if (w.fingerprints && w.phase == 1) mismatch = compareFingerprints(w.fingerprints.get(), c.nranks, &mismatchFatal);
+    }
+    if (mismatch.empty() && w.phase == w.phases.size() && !w.p2pBroken.empty()) {
+      mismatch = w.p2pBroken;
+      mismatchFatal = true;
+    } else if (mismatch.empty() && w.phase == w.phases.size() && !w.p2pMismatch.empty()) {
+      mismatch = w.p2pMismatch;
+    }
+    if (!mismatch.empty()) {
+      WARN("rank %d: mismatched calls (ACCL_CHECK_MISMATCH): %s; %s", c.rank, mismatch.c_str(),
+           mismatchFatal ? "the byte stream cannot be trusted, failing the communicator"
+                         : "the communicator stays usable and later matched calls are unaffected");
+      finishWork(w, ncclInvalidUsage, -1, mismatchFatal);
+      workMoved = true;
+      continue;
     }
     if (res == ncclSuccess && w.phase == w.phases.size()) {
       res = progressSockets(c);
@@ -219,24 +238,50 @@ int onlineCores() {
   return n > 0 ? n : 1;
 }
 
+// The calls a status line says its rank is blocked in ("AllReduce(1000 x float32, sum)"), or
+// "" when it is not blocked in one (idle, running, no answer).
+std::string blockedCalls(const std::string& line) {
+  size_t at = line.find("blocked: op #");
+  if (at == std::string::npos) return "";
+  size_t colon = line.find(": ", at + 13);
+  size_t end = line.find(';', colon);
+  if (colon == std::string::npos || end == std::string::npos) return "";
+  return line.substr(colon + 2, end - colon - 2);
+}
+
 // Asks every rank where it is and prints the answers, naming ranks that are behind (still in
-// an earlier op, or idle) or gone. For warnings only the lowest blocked rank prints it (one
+// an earlier op, or idle), not responding (alive but stopped), gone, or blocked in a
+// different call than the others. For warnings only the lowest blocked rank prints it (one
 // block per job, not per rank); a rank about to fail on ACCL_TIMEOUT always prints, since
 // its failure will unblock the others before their own timers expire.
 // Returns "behind: ...; gone: ..." (the suspects), printed or not.
-std::string printHangSummary(Comm& c, bool always) {
-  std::vector<std::string> lines = gatherStatus(c);
+std::string printHangSummary(Comm& c, bool always, int budgetMs) {
+  std::vector<std::string> lines = gatherStatus(c, budgetMs);
   bool lowerPrints = false;
   for (int p = 0; p < c.rank && !always; p++) lowerPrints = lowerPrints || lines[p].find("blocked:") != std::string::npos;
-  std::string text, behind, gone;
+  std::string text, behind, gone, stopped, different;
+  std::string firstCalls;
+  int firstRank = -1;
   for (int p = 0; p < c.nranks; p++) {
     text += "\n  " + lines[p];
     auto add = [p](std::string& list) { list += (list.empty() ? " rank " : ", rank ") + std::to_string(p); };
     if (lines[p].find("no answer") != std::string::npos) add(gone);
+    else if (lines[p].find("not responding") != std::string::npos) add(stopped);
     else if (lines[p].find("idle") != std::string::npos) add(behind);
+    std::string calls = blockedCalls(lines[p]);
+    if (calls.empty()) continue;
+    if (firstRank < 0) {
+      firstRank = p;
+      firstCalls = calls;
+    } else if (calls != firstCalls) {
+      if (different.empty()) different = " rank " + std::to_string(firstRank) + " in " + firstCalls;
+      different += ", rank " + std::to_string(p) + " in " + calls;
+    }
   }
   std::string suspects = std::string("behind (not in this op):") + (behind.empty() ? " none" : behind) +
                          "; gone:" + (gone.empty() ? " none" : gone);
+  if (!stopped.empty()) suspects += "; not responding:" + stopped;
+  if (!different.empty()) suspects += "; in different operations (mismatched calls?):" + different;
   if (!lowerPrints)
     WARN("ACCL hang summary for comm %p (%d ranks), gathered by rank %d:%s\n  => %s", static_cast<void*>(&c),
          c.nranks, c.rank, text.c_str(), suspects.c_str());
@@ -262,8 +307,9 @@ void checkHangs(std::vector<std::unique_ptr<CommWork>>& works, uint64_t* seenRep
     }
     const bool timedOut = timeoutUsec > 0 && stalled >= timeoutUsec && w.started;
     std::string suspects;
+    // On a timeout the summary must not delay the failure: peers get one peer-check period.
     if (timedOut || requested || (warnUsec > 0 && stalled >= warnUsec && !w.hangReported))
-      suspects = printHangSummary(*w.comm, timedOut);
+      suspects = printHangSummary(*w.comm, timedOut, timedOut ? std::max<int>(100, param::peerCheckMsec()) : 2000);
     // A work still queued behind its communicator's previous op is timed out through that op.
     if (timedOut) {
       std::string report = hangReport(w, now);

@@ -50,11 +50,7 @@ std::string hangReport(const CommWork& w, int64_t nowUsec) {
   out << "ACCL hang report: rank " << c.rank << "/" << c.nranks << " comm " << static_cast<const void*>(&c);
   if (!c.config.commName.empty()) out << " (" << c.config.commName << ")";
   out << " op #" << w.ticket << ":";
-  for (const auto& op : w.ops) {
-    out << " " << opKindName(op->kind) << "(" << op->count << " x " << dev::typeName(op->type);
-    if (op->root >= 0) out << (op->kind == OpKind::Send || op->kind == OpKind::Recv ? ", peer " : ", root ") << op->root;
-    out << ")";
-  }
+  for (const auto& op : w.ops) out << " " << op->describe();
   out << "; no progress for " << (nowUsec - w.lastProgressUsec) / 1000 << " ms";
   if (!w.started) {
     out << "; not started: waiting for op #" << c.doneTicket.load() << " of this communicator to finish";

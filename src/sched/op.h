@@ -1,6 +1,7 @@
 // op.h: one validated API call, as recorded by the group machinery.
 #pragma once
 #include <memory>
+#include <string>
 #include "comm/comm.h"
 #include "device.h"
 
@@ -8,6 +9,10 @@ namespace accl {
 
 enum class OpKind { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AlltoAll, Gather, Scatter, Send, Recv };
 const char* opKindName(OpKind k);
+// "AllReduce(1000 x float32, sum)", "Broadcast(8 x int32, root 2)", "Send(4 x float32, peer 1)":
+// how logs and mismatch errors name a call.
+std::string describeCall(OpKind kind, size_t count, ncclDataType_t type, dev::RedKind red, bool avg, bool preMul,
+                         int root);
 
 struct OpDesc {
   OpKind kind = OpKind::AllReduce;
@@ -23,6 +28,7 @@ struct OpDesc {
   int root = -1;                            // root, or peer for Send/Recv
   std::shared_ptr<Comm> comm;
   cudaStream_t stream = nullptr;
+  std::string describe() const { return describeCall(kind, count, type, red, avg, preMul, root); }
 };
 
 }  // namespace accl

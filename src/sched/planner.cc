@@ -1,10 +1,13 @@
 #include "sched/planner.h"
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include "coll/algorithms.h"
 #include "base/check.h"
 #include "base/param.h"
+#include "sched/mismatch_check.h"
 #include "sched/tuner.h"
+#include "sched/work.h"
 #include "transports/shm/shm_transport.h"
 
 namespace accl {
@@ -140,9 +143,13 @@ void addCollective(Lane& lane, CommWork& w, OpDesc& op) {
 }
 
 // Send/receive lanes, one per peer and direction; sends to self pair with receives from self.
-ncclResult_t addPointToPoint(std::vector<Lane>& lanes, const std::vector<OpDesc*>& p2p,
+// With ACCL_CHECK_MISMATCH each send is preceded by a size header and each receive reads it
+// (sched/mismatch_check.h).
+ncclResult_t addPointToPoint(CommWork& w, std::vector<Lane>& lanes, const std::vector<OpDesc*>& p2p,
                              const std::vector<OpDesc*>& alltoall) {
+  const bool checked = param::checkMismatch() != 0 && !p2p.empty();
   std::map<int, std::unique_ptr<StepList>> sends, recvs;
+  std::map<int, std::vector<std::unique_ptr<StepSource>>> checkedRecvs;
   std::vector<OpDesc*> selfSends, selfRecvs;
   auto args = [](const OpDesc& op) {
     CollArgs a;
@@ -175,7 +182,15 @@ ncclResult_t addPointToPoint(std::vector<Lane>& lanes, const std::vector<OpDesc*
       continue;
     }
     if (op->kind == OpKind::Send) {
+      if (checked) {
+        P2pHeader h = p2pHeader(bytes);
+        w.scratch.push_back(std::make_unique<char[]>(sizeof(h)));
+        std::memcpy(w.scratch.back().get(), &h, sizeof(h));
+        list(sends, op->root).push(sendStep(CollArgs{}, op->root, w.scratch.back().get(), sizeof(h)));
+      }
       list(sends, op->root).push(sendStep(args(*op), op->root, static_cast<const char*>(op->sendbuff), bytes));
+    } else if (checked) {
+      checkedRecvs[op->root].push_back(makeCheckedRecv(*op, &w.p2pMismatch, &w.p2pBroken));
     } else {
       list(recvs, op->root).push(recvStep(args(*op), op->root, static_cast<char*>(op->recvbuff), bytes));
     }
@@ -201,6 +216,10 @@ ncclResult_t addPointToPoint(std::vector<Lane>& lanes, const std::vector<OpDesc*
       lanes.emplace_back();
       lanes.back().add(std::move(steps));
     }
+  }
+  for (auto& [peer, sources] : checkedRecvs) {
+    lanes.emplace_back();
+    for (auto& src : sources) lanes.back().add(std::move(src));
   }
   return ncclSuccess;
 }
@@ -248,6 +267,29 @@ void stageOverlappingSends(CommWork& w, const std::vector<OpDesc*>& ops) {
   w.phases.back().front().add(std::move(staging));
 }
 
+// ACCL_CHECK_MISMATCH: phase 0 all-gathers the fingerprint of this work's collectives; the
+// executor compares the table before phase 1 (sched/mismatch_check.h).
+void addFingerprintPhase(CommWork& w, const std::vector<std::unique_ptr<OpDesc>>& ops) {
+  const Comm& c = *w.comm;
+  if (param::checkMismatch() == 0 || c.nranks == 1) return;
+  std::vector<const OpDesc*> colls;
+  for (const auto& op : ops)
+    if (op->kind != OpKind::Send && op->kind != OpKind::Recv) colls.push_back(op.get());
+  if (colls.empty()) return;
+  w.fingerprints = std::make_unique<Fingerprint[]>(c.nranks + 1);
+  w.fingerprints[c.nranks] = fingerprintOf(colls);
+  CollArgs a;
+  a.src = reinterpret_cast<const char*>(&w.fingerprints[c.nranks]);
+  a.dst = reinterpret_cast<char*>(w.fingerprints.get());
+  a.count = sizeof(Fingerprint);
+  a.type = ncclUint8;
+  a.rank = c.rank;
+  a.nranks = c.nranks;
+  a.pieceBytes = pieceBytes(c);
+  w.phases.emplace_back(1);
+  w.phases.back().front().add(makeRingAllGather(a));
+}
+
 }  // namespace
 
 const char* opKindName(OpKind k) {
@@ -266,9 +308,23 @@ const char* opKindName(OpKind k) {
   return "?";
 }
 
+std::string describeCall(OpKind kind, size_t count, ncclDataType_t type, dev::RedKind red, bool avg, bool preMul,
+                         int root) {
+  std::string d = std::string(opKindName(kind)) + "(" + std::to_string(count) + " x " + dev::typeName(type);
+  if (kind == OpKind::AllReduce || kind == OpKind::Reduce || kind == OpKind::ReduceScatter) {
+    static const char* const reds[] = {"sum", "prod", "max", "min"};
+    int r = static_cast<int>(red);
+    d += std::string(", ") + (avg ? "avg" : preMul ? "premulsum" : r >= 0 && r < 4 ? reds[r] : "?");
+  }
+  if (kind == OpKind::Send || kind == OpKind::Recv) d += ", peer " + std::to_string(root);
+  else if (root >= 0) d += ", root " + std::to_string(root);
+  return d + ")";
+}
+
 ncclResult_t planWork(std::vector<std::unique_ptr<OpDesc>> ops, std::unique_ptr<CommWork>* out) {
   auto w = std::make_unique<CommWork>();
   w->comm = ops.front()->comm;
+  addFingerprintPhase(*w, ops);
   std::vector<OpDesc*> p2p;
   bool collectiveLaneOpen = false;
   for (auto& op : ops) {
@@ -278,7 +334,7 @@ ncclResult_t planWork(std::vector<std::unique_ptr<OpDesc>> ops, std::unique_ptr<
       case OpKind::AlltoAll: {
         stageOverlappingSends(*w, {op.get()});
         w->phases.emplace_back();
-        NCCLCHECK(addPointToPoint(w->phases.back(), {}, {op.get()}));
+        NCCLCHECK(addPointToPoint(*w, w->phases.back(), {}, {op.get()}));
         collectiveLaneOpen = false;
         break;
       }
@@ -294,7 +350,7 @@ ncclResult_t planWork(std::vector<std::unique_ptr<OpDesc>> ops, std::unique_ptr<
   if (!p2p.empty()) {
     stageOverlappingSends(*w, p2p);
     w->phases.emplace_back();
-    NCCLCHECK(addPointToPoint(w->phases.back(), p2p, {}));
+    NCCLCHECK(addPointToPoint(*w, w->phases.back(), p2p, {}));
   }
   w->ops = std::move(ops);
   *out = std::move(w);

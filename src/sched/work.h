@@ -7,6 +7,7 @@
 #include <vector>
 #include "coll/step.h"
 #include "comm/comm.h"
+#include "sched/mismatch_check.h"
 #include "sched/op.h"
 
 namespace accl {
@@ -63,6 +64,12 @@ struct CommWork {
   int64_t lastProgressUsec = 0;  // steady-clock time of the last step that moved
   int64_t startUsec = 0;         // when the work got its turn (for ACCL_TRACE_FILE)
   bool hangReported = false;
+  // ACCL_CHECK_MISMATCH (sched/mismatch_check.h): phase 0 all-gathers every rank's call
+  // fingerprint (slots 0..nranks-1; this rank's own is also at [nranks]); the executor
+  // compares them before phase 1 moves any data.
+  std::unique_ptr<Fingerprint[]> fingerprints;
+  std::string p2pMismatch;  // a checked receive got another size than posted (not fatal)
+  std::string p2pBroken;    // a checked receive found no header (fatal: stream not trusted)
 };
 
 // One block describing where `w` is stuck (for ACCL_HANG_WARN, ACCL_TIMEOUT, abort, SIGUSR1).

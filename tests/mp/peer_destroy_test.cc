@@ -105,6 +105,7 @@ void runScenario(bool sockets, Leave how) {
   EXPECT_EQ(sh->result[kLeaver], ncclSuccess);
   for (int r = 0; r < kRanks; r++) {
     std::string log = readFile(base + "." + std::to_string(r) + ".log");
+    if (getenv("ACCL_TEST_SHOW_LOGS")) printf("--- rank %d log ---\n%s", r, log.c_str());
     unlink((base + "." + std::to_string(r) + ".log").c_str());
     if (r == kLeaver) continue;
     EXPECT_EQ(sh->result[r], ncclRemoteError) << "rank " << r << "\n" << log;

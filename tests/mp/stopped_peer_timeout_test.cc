@@ -1,0 +1,121 @@
+// ACCL_TIMEOUT with a peer that is stopped (SIGSTOP), not dead: its sockets stay open, so
+// nothing but the timeout can end the wait. The others' call must fail at about ACCL_TIMEOUT
+// (not ACCL_TIMEOUT plus the time spent asking a frozen process for its status), and the
+// hang summary must call the stopped rank "not responding" rather than "gone".
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+
+namespace {
+
+constexpr int kRanks = 3;
+constexpr int kStopped = 2;
+constexpr int kTimeoutSec = 3;
+
+int64_t nowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+struct Shared {
+  std::atomic<int> idReady;
+  ncclUniqueId id;
+  int result[kRanks];
+  int64_t calledAtNs[kRanks];
+  int64_t returnedAtNs[kRanks];
+};
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+[[noreturn]] void rankMain(Shared* sh, int rank, const std::string& logPath) {
+  alarm(30);
+  setenv("NCCL_DEBUG", "WARN", 1);
+  setenv("NCCL_DEBUG_FILE", logPath.c_str(), 1);
+  setenv("ACCL_TIMEOUT", std::to_string(kTimeoutSec).c_str(), 1);
+  ncclResetDebugInit();
+  if (rank == 0) {
+    if (ncclGetUniqueId(&sh->id) != ncclSuccess) _exit(11);
+    sh->idReady.store(1);
+  }
+  while (sh->idReady.load() == 0) usleep(1000);
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, kRanks, sh->id, rank) != ncclSuccess) _exit(12);
+  std::vector<float> buf(1 << 12, 1.0f);
+  if (ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr) != ncclSuccess) _exit(13);
+  if (rank == kStopped) {
+    raise(SIGSTOP);  // frozen until the parent kills it
+    _exit(0);
+  }
+  sh->calledAtNs[rank] = nowNs();
+  sh->result[rank] = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr);
+  sh->returnedAtNs[rank] = nowNs();
+  ncclCommAbort(comm);
+  _exit(0);
+}
+
+TEST(StoppedPeer, TimeoutFiresOnTimeAndCallsTheStoppedRankNotResponding) {
+  auto* sh = static_cast<Shared*>(
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(sh, MAP_FAILED);
+  new (sh) Shared{};
+  std::string base = testing::TempDir() + "accl_stopped_" + std::to_string(getpid());
+  std::vector<pid_t> pids;
+  fflush(stdout);
+  fflush(stderr);
+  for (int r = 0; r < kRanks; r++) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) rankMain(sh, r, base + "." + std::to_string(r) + ".log");
+    pids.push_back(pid);
+  }
+  for (int r = 0; r < kRanks; r++) {
+    if (r == kStopped) continue;
+    int status = 0;
+    waitpid(pids[r], &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << r << " status " << status;
+  }
+  kill(pids[kStopped], SIGKILL);
+  waitpid(pids[kStopped], nullptr, 0);
+  std::string logs;
+  for (int r = 0; r < kRanks; r++) {
+    std::string path = base + "." + std::to_string(r) + ".log";
+    logs += readFile(path);
+    if (getenv("ACCL_TEST_SHOW_LOGS")) printf("--- rank %d log ---\n%s", r, readFile(path).c_str());
+    unlink(path.c_str());
+  }
+  double first = 1e9;
+  for (int r = 0; r < kRanks; r++) {
+    if (r == kStopped) continue;
+    EXPECT_EQ(sh->result[r], ncclRemoteError) << "rank " << r;
+    double sec = (sh->returnedAtNs[r] - sh->calledAtNs[r]) / 1e9;
+    printf("rank %d: all-reduce returned after %.2f s (ACCL_TIMEOUT=%d)\n", r, sec, kTimeoutSec);
+    first = std::min(first, sec);
+  }
+  // The first rank to time out fails within one peer-check period (250 ms) of the timeout;
+  // the slack is for a loaded 2-core machine. The others follow through its failure.
+  EXPECT_LT(first, kTimeoutSec + 0.75) << logs;
+  EXPECT_NE(logs.find("not responding: rank 2"), std::string::npos) << logs;
+  EXPECT_EQ(logs.find("gone: rank 2"), std::string::npos) << logs;
+  munmap(sh, sizeof(Shared));
+}
+
+}  // namespace
