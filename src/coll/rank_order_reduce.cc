@@ -60,23 +60,30 @@ class RoundSteps : public StepSource {
   }
 
   // acc = x0 OP x1 OP ... OP x(n-1), left to right: contributions of the peers are received
-  // into / folded into acc in rank order, this rank's own (`own`) folded in at its turn. When
-  // acc and own overlap (in place), own is first saved to a scratch piece, since rank 0's
-  // contribution lands in acc before this rank's is folded in.
+  // into / folded into acc in rank order, this rank's own (`own`) folded in at its turn. The
+  // first fold takes one pass: rank 0 folds x1 straight onto its own input, rank 1 folds its
+  // own input onto x0 as it arrives (received data as the left operand). Ranks >= 2 first
+  // receive x0 into acc; when acc and own overlap (in place), own is saved to a scratch piece
+  // before that.
   void foldInRankOrder(char* acc, const char* own, size_t bytes) {
     if (bytes == 0) return;
-    if (a_.rank > 0 && overlaps(acc, own, bytes)) {
+    const int r = a_.rank;
+    if (r >= 2 && overlaps(acc, own, bytes)) {
       if (stash_.size() < bytes) stash_.resize(pieceElems_ * esize_);
       push(copyStep(a_, stash_.data(), own, bytes));
       own = stash_.data();
     }
-    for (int q = 0; q < a_.nranks; q++) {
-      if (q == 0) {
-        push(q == a_.rank ? copyStep(a_, acc, own, bytes) : recvStep(a_, q, acc, bytes));
-      } else {
-        push(q == a_.rank ? accumulateStep(a_, acc, own, bytes) : recvReduceStep(a_, q, acc, acc, bytes));
-      }
+    if (r == 0) {
+      push(recvReduceStep(a_, 1, acc, own, bytes));
+    } else if (r == 1) {
+      Step s = recvReduceStep(a_, 0, acc, own, bytes);
+      s.recvFirst = true;
+      push(s);
+    } else {
+      push(recvStep(a_, 0, acc, bytes));
     }
+    for (int q = r >= 2 ? 1 : 2; q < a_.nranks; q++)
+      push(q == r ? accumulateStep(a_, acc, own, bytes) : recvReduceStep(a_, q, acc, acc, bytes));
   }
 
   // A piece-sized buffer of this rank's own (e.g. a non-root's partial result for reduce).

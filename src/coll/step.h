@@ -14,7 +14,7 @@ struct Step {
   enum class Kind : uint8_t {
     Send,            // src -> peer
     Recv,            // peer -> dst
-    RecvReduce,      // dst = src OP (from peer)
+    RecvReduce,      // dst = src OP (from peer); with recvFirst: dst = (from peer) OP src
     RecvReduceSend,  // out = src OP (from recvPeer); out -> sendPeer; dst (optional) = out
     RecvCopySend,    // (from recvPeer) -> sendPeer; dst (optional) = received
     Copy,            // dst = src (local)
@@ -33,6 +33,7 @@ struct Step {
   const void* scalar = nullptr;  // Scale
   int divisor = 1;               // Divide
   bool streamDst = false;        // write dst with non-temporal stores (large outputs)
+  bool recvFirst = false;        // RecvReduce: the received data is the left operand (rank order)
 };
 
 // Produces a rank's steps lazily, so a 128 MiB ring does not materialise thousands of steps.

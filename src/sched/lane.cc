@@ -99,7 +99,8 @@ ncclResult_t Lane::runStep(Comm& comm, StepState* state) {
       if (s.kind == Step::Kind::Recv) {
         if (s.dst) (s.streamDst ? dev::copyStreaming : dev::copy)(s.dst + done_, buf, n);
       } else {
-        dev::reduce2(s.type, s.op, s.dst + done_, s.src + done_, buf, n / esize);
+        const void* local = s.src + done_;
+        dev::reduce2(s.type, s.op, s.dst + done_, s.recvFirst ? buf : local, s.recvFirst ? local : buf, n / esize);
       }
       ch->release(n);
       done_ += n;
