@@ -14,7 +14,11 @@ Fingerprint::Call callOf(const OpDesc& op) {
   c.kind = static_cast<uint8_t>(op.kind);
   c.type = static_cast<uint8_t>(op.type);
   c.red = static_cast<uint8_t>(op.red);
-  c.flags = static_cast<uint8_t>((op.avg ? 1 : 0) | (op.preMul ? 2 : 0));
+  // Ranks in different ACCL_DETERMINISTIC modes plan differently shaped reductions.
+  const bool rankOrder = (op.kind == OpKind::AllReduce || op.kind == OpKind::Reduce ||
+                          op.kind == OpKind::ReduceScatter) &&
+                         op.comm->deterministic.load(std::memory_order_relaxed);
+  c.flags = static_cast<uint8_t>((op.avg ? 1 : 0) | (op.preMul ? 2 : 0) | (rankOrder ? 4 : 0));
   return c;
 }
 
@@ -25,6 +29,7 @@ std::string describe(const Fingerprint& f) {
     if (!d.empty()) d += " + ";
     d += describeCall(static_cast<OpKind>(c.kind), c.count, static_cast<ncclDataType_t>(c.type),
                       static_cast<dev::RedKind>(c.red), c.flags & 1, c.flags & 2, c.root);
+    if (c.flags & 4) d += " in rank order (deterministic)";
   }
   if (f.nops > 2) d += " + " + std::to_string(f.nops - 2) + " more";
   return d.empty() ? "no collective" : d;

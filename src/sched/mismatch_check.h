@@ -19,7 +19,7 @@ struct Fingerprint {
   struct Call {
     uint64_t count;
     int32_t root;
-    uint8_t kind, type, red, flags;  // flags: 1 avg, 2 premulsum
+    uint8_t kind, type, red, flags;  // flags: 1 avg, 2 premulsum, 4 rank order (ACCL_DETERMINISTIC)
   };
   uint64_t magic;
   uint32_t nops;

@@ -317,4 +317,39 @@ TEST(DeterministicSwitch, RejectsBadArgumentsAndKeepsTheMode) {
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 
+// With ACCL_CHECK_MISMATCH=1, ranks in different modes fail the call on every rank with a
+// message naming the mode, instead of exchanging differently shaped data; once they agree,
+// the next call gives the rank-order bits.
+TEST(DeterministicSwitch, ModeMismatchIsReportedByTheCallCheck) {
+  if (const ChildRole* role = childRole()) {
+    ncclComm_t comm;
+    ASSERT_EQ(initChildRankComm(*role, &comm), ncclSuccess);
+    const int rank = role->rank, n = role->nranks;
+    ASSERT_EQ(ncclCommSetDeterministic(comm, rank == 0 ? 1 : 0), ncclSuccess);
+    std::vector<float> buf(1000);
+    auto fill = [&] {
+      for (size_t i = 0; i < buf.size(); i++) {
+        uint32_t b = static_cast<uint32_t>(inputBits(ncclFloat32, 99, rank, i));
+        std::memcpy(&buf[i], &b, 4);
+      }
+    };
+    fill();
+    EXPECT_EQ(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr), ncclInvalidUsage);
+    EXPECT_NE(std::string(ncclGetLastError(comm)).find("in rank order (deterministic)"), std::string::npos)
+        << ncclGetLastError(comm);
+    ASSERT_EQ(ncclCommSetDeterministic(comm, 1), ncclSuccess);
+    fill();
+    ASSERT_EQ(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr), ncclSuccess);
+    for (size_t i = 0; i < buf.size(); i++) {
+      uint32_t got;
+      std::memcpy(&got, &buf[i], 4);
+      ASSERT_EQ(got, expected(ncclFloat32, Op::Sum, n, 99, i)) << "element " << i;
+    }
+    ncclCommDestroy(comm);
+    return;
+  }
+  ChildResult result = runChildProcesses(3, true, 0, {"ACCL_CHECK_MISMATCH=1"}, 120);
+  EXPECT_TRUE(result.ok) << result.report;
+}
+
 }  // namespace
