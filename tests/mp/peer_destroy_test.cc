@@ -1,5 +1,5 @@
 // A rank that calls ncclCommDestroy (or returns early after an argument error and then
-// destroys) while the others are inside a collective: the others' call must fail promptly
+// destroys, or exits without destroying) while the others are inside a collective: the others' call must fail promptly
 // (no ACCL_TIMEOUT set), and their log must name the rank that left. Over shared memory and
 // over sockets (NCCL_SHM_DISABLE=1). The leaving rank stays alive for a while afterwards, so
 // what is detected is the destroy itself, not the process exit.
@@ -46,7 +46,7 @@ std::string readFile(const std::string& path) {
   return ss.str();
 }
 
-enum class Leave { Destroy, ArgumentErrorThenDestroy };
+enum class Leave { Destroy, ArgumentErrorThenDestroy, ExitWithoutDestroy };
 
 [[noreturn]] void rankMain(Shared* sh, int rank, bool sockets, Leave how, const std::string& logPath) {
   alarm(30);  // a rank that hangs dies instead of hanging the test (and the test fails)
@@ -71,6 +71,7 @@ enum class Leave { Destroy, ArgumentErrorThenDestroy };
       if (r != ncclInvalidArgument) _exit(14);
     }
     sh->destroyedAtNs.store(nowNs());
+    if (how == Leave::ExitWithoutDestroy) exit(0);  // normal exit (atexit handlers run), comm left alive
     sh->result[rank] = ncclCommDestroy(comm);
     sleep(3);  // still alive: the others must not need our exit to notice
     _exit(0);
@@ -110,7 +111,7 @@ void runScenario(bool sockets, Leave how) {
     if (r == kLeaver) continue;
     EXPECT_EQ(sh->result[r], ncclRemoteError) << "rank " << r << "\n" << log;
     double ms = (sh->returnedAtNs[r] - sh->destroyedAtNs.load()) / 1e6;
-    printf("rank %d: all-reduce failed %.1f ms after rank %d's ncclCommDestroy\n", r, ms, kLeaver);
+    printf("rank %d: all-reduce failed %.1f ms after rank %d left (ncclCommDestroy or exit)\n", r, ms, kLeaver);
     // 300 ms is the goal (one peer-check period); the slack is for a loaded 2-core machine.
     EXPECT_LT(ms, 2000) << "rank " << r;
     EXPECT_NE(log.find("rank 1 (host "), std::string::npos) << "rank " << r << "'s log does not name rank 1:\n" << log;
@@ -126,6 +127,9 @@ TEST(PeerDestroy, OthersFailPromptlyNamingTheRankThatDestroyedMidCollectiveSocke
 }
 TEST(PeerDestroy, AnArgumentErrorOnOneRankThenDestroyDoesNotHangTheOthers) {
   runScenario(false, Leave::ArgumentErrorThenDestroy);
+}
+TEST(PeerDestroy, ARankThatExitsWithoutDestroyingIsSeenAsGonePromptly) {
+  runScenario(false, Leave::ExitWithoutDestroy);
 }
 
 }  // namespace

@@ -142,7 +142,8 @@ ncclResult_t SocketRecv::peek(const void** buf, size_t* avail) {
   if (*avail == 0) {
     NCCLCHECK(conn_->failure());
     if (link.blockedOnEof()) {
-      WARN("rank %d: socket connection from %s closed before the expected data arrived (peer died or aborted)",
+      WARN("rank %d: socket connection from %s closed before the expected data arrived (it destroyed its "
+           "communicator, exited, died or aborted)",
            link.peer.myRank, link.peer.describe().c_str());
       return ncclRemoteError;
     }
