@@ -110,9 +110,11 @@ TEST(StoppedPeer, TimeoutFiresOnTimeAndCallsTheStoppedRankNotResponding) {
     printf("rank %d: all-reduce returned after %.2f s (ACCL_TIMEOUT=%d)\n", r, sec, kTimeoutSec);
     first = std::min(first, sec);
   }
-  // The first rank to time out fails within one peer-check period (250 ms) of the timeout;
-  // the slack is for a loaded 2-core machine. The others follow through its failure.
-  EXPECT_LT(first, kTimeoutSec + 0.75) << logs;
+  // The first rank to time out fails within one peer-check period (250 ms, plus up to 100 ms
+  // until its wait notices the timeout) of the timeout; the rest of the slack is for a loaded
+  // 2-core machine (measured 3.47-3.55 s at load 25; before the fix 5.28 s). The others follow
+  // through its failure.
+  EXPECT_LT(first, kTimeoutSec + 1.0) << logs;
   EXPECT_NE(logs.find("not responding: rank 2"), std::string::npos) << logs;
   EXPECT_EQ(logs.find("gone: rank 2"), std::string::npos) << logs;
   munmap(sh, sizeof(Shared));
