@@ -19,6 +19,10 @@ struct PeerInfo {
   char hostname[64];  // for error messages naming an unreachable peer
   char ifname[16];    // the interface dataAddr belongs to (IFNAMSIZ)
   net::SockAddr statusAddr;  // this process's status server (hang summaries)
+  // Shared memory: the anonymous segment (memfd) peers on this host map through
+  // /proc/<pid>/fd/<shmFd>; -1 if none. pidNs tells whether that path names this process.
+  int32_t shmFd;
+  uint64_t pidNs;
   // Room for device transports (CUDA IPC and the like): which device this rank drives, by a
   // stable id (e.g. PCI bus id hash; 0 = host only), and an opaque handle they exchange.
   uint64_t deviceId;

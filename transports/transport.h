@@ -23,7 +23,6 @@ class SendChannel {
   virtual ncclResult_t progress() { return ncclSuccess; }
   // True while committed bytes are still only staged locally (sockets).
   virtual bool pendingLocal() const { return false; }
-  virtual int fd() const { return -1; }  // for poll(); -1 if none
   // Bytes committed so far; both ends count the same stream, so steps can align to it.
   virtual uint64_t position() const = 0;
 };
@@ -36,7 +35,6 @@ class RecvChannel {
   // Frees n bytes at the head for the sender.
   virtual void release(size_t n) = 0;
   virtual ncclResult_t progress() { return ncclSuccess; }
-  virtual int fd() const { return -1; }
   // Bytes released so far (see SendChannel::position).
   virtual uint64_t position() const = 0;
 };

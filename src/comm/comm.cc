@@ -1,10 +1,9 @@
 #include "comm/comm.h"
 #include <cstring>
 #include <unordered_set>
+#include "base/check.h"
 #include "base/log.h"
 #include "comm/status_server.h"
-#include "transports/net/net_select.h"
-#include "transports/shm/shm_transport.h"
 
 namespace accl {
 namespace {
@@ -21,12 +20,33 @@ Comm::Comm() = default;
 
 Comm::~Comm() {
   statusUnregister(this);
-  conns.clear();  // before the shm segments they point into
-  netState.reset();  // after the connections that use its context
-  shm.reset();
+  conns.clear();  // before the transports whose memory and threads they use
+  transports.clear();
 }
 
-Doorbell* Comm::bell() { return shm ? shm->bell() : &privateBell; }
+Doorbell* Comm::bell() {
+  for (auto& t : transports)
+    if (Doorbell* b = t->sharedBell()) return b;
+  return &ownBell;
+}
+
+ncclResult_t Comm::connectPeer(int peer, PeerConnection** out) {
+  if (peer < 0 || peer >= nranks || peer == rank || !peerTransport[peer]) {
+    WARN("rank %d: no transport can connect to %s", rank, describePeer(peer).c_str());
+    return ncclInternalError;
+  }
+  if (asyncError.load() != ncclSuccess) return static_cast<ncclResult_t>(asyncError.load());
+  std::unique_ptr<PeerConnection> made;
+  TransportSetup ctx = transportSetup();
+  NCCLCHECK(peerTransport[peer]->connect(ctx, peer, &made));
+  INFO(kSubsysInit, "rank %d: connected to %s via %s", rank, describePeer(peer).c_str(), peerTransport[peer]->name());
+  std::lock_guard<std::mutex> lk(connMu);
+  conns[peer] = std::move(made);
+  // A failure may have closed the others while this one was being made: close it too.
+  if (asyncError.load() != ncclSuccess) conns[peer]->close(-1);
+  *out = conns[peer].get();
+  return ncclSuccess;
+}
 
 void Comm::fail(ncclResult_t err, int culprit) {
   int expected = ncclSuccess;
@@ -42,6 +62,7 @@ void Comm::fail(ncclResult_t err, int culprit) {
     // The ring notice (naming the culprit) goes first, so a neighbour that sees our data
     // connections close can already read whom to blame.
     if (bootstrap) bootstrap->closeRing(culprit);
+    std::lock_guard<std::mutex> lk(connMu);
     for (auto& c : conns)
       if (c) c->close(culprit);
     ringDoorbell(bell());
@@ -59,17 +80,21 @@ TransportSetup Comm::transportSetup() {
   t.ringBytes = ringBytes;
   t.bell = bell();
   t.conns = &conns;
+  t.netName = config.netName;
   return t;
 }
 
 void Comm::closeTransports() {
+  std::unique_lock<std::mutex> lk(connMu);
   for (auto& c : conns)
     if (c) c->close(-1);
+  lk.unlock();
   if (bootstrap) bootstrap->abort();
   ringDoorbell(bell());
 }
 
 void Comm::depart() {
+  std::lock_guard<std::mutex> lk(connMu);
   for (auto& c : conns)
     if (c) c->depart(rank);
 }

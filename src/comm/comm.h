@@ -18,11 +18,6 @@
 
 namespace accl {
 
-class ShmDomain;
-namespace net {
-struct NetCommState;
-}
-
 struct RedOpEntry {
   bool live = false;
   ncclDataType_t type = ncclFloat32;
@@ -33,7 +28,7 @@ struct RedOpEntry {
 
 class Comm {
  public:
-  Comm();  // out of line: ShmDomain is incomplete here
+  Comm();
   ~Comm();
 
   int rank = 0;
@@ -45,17 +40,18 @@ class Comm {
   std::vector<PeerInfo> peers;
   std::vector<int> localRanks;  // global ranks on this host, ascending
   int localIndex = 0;
-  std::unique_ptr<ShmDomain> shm;
-  std::unique_ptr<net::NetCommState> netState;  // context and progress thread of a net plugin, if used
-  std::vector<std::unique_ptr<PeerConnection>> conns;  // by peer rank; null for self
+  // Transports in order of preference (src/comm/init.cc) and, by peer rank, the one chosen
+  // for each peer (null for self). conns[p] is made when first used for lazy transports.
+  std::vector<std::unique_ptr<Transport>> transports;
+  std::vector<Transport*> peerTransport;
+  std::vector<std::unique_ptr<PeerConnection>> conns;  // by peer rank; null for self or not yet made
+  std::mutex connMu;  // guards making a connection against fail()/depart() walking them
   size_t ringBytes = 1 << 20;  // capacity of each channel direction
   AlgoPolicy algoPolicy;
   // Reductions fold in rank order (src/coll/rank_order_reduce.cc): ACCL_DETERMINISTIC at
   // init, ncclCommSetDeterministic later; read when a group is planned.
   std::atomic<bool> deterministic{false};
-  bool anySocket = false;
-  bool anyShm = false;
-  Doorbell privateBell;  // used when this rank has no shm segment
+  Doorbell ownBell;  // this rank's doorbell unless a transport needs it in shared memory
 
   std::atomic<int> abortFlag{0};
   std::atomic<int> revoked{0};
@@ -75,11 +71,15 @@ class Comm {
   std::mutex statusMu;
   std::string blockedReport;
 
-  // Scratch for pre-scaled inputs (PreMulSum); used only by the work holding the ticket.
-  std::vector<char> scratch;
-
   Doorbell* bell();
-  PeerConnection* conn(int peer) { return conns[peer].get(); }
+  // The connection to `peer`, made on first use (by the thread running this comm's work).
+  ncclResult_t connection(int peer, PeerConnection** out) {
+    if (PeerConnection* c = conns[peer].get()) {
+      *out = c;
+      return ncclSuccess;
+    }
+    return connectPeer(peer, out);
+  }
   // Records the first asynchronous error and tears the transports down, so peers waiting
   // on this rank fail promptly instead of hanging.
   // `culprit`: the rank whose loss caused it, if known (-1 otherwise); it is logged here and
@@ -94,6 +94,9 @@ class Comm {
   std::string describePeer(int peer) const { return accl::describePeer(peers, peer); }
   // The view of this communicator a transport gets while it connects peers.
   TransportSetup transportSetup();
+
+ private:
+  ncclResult_t connectPeer(int peer, PeerConnection** out);
 };
 
 // Registry of live handles: lets every entry point reject destroyed or bogus communicators

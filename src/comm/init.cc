@@ -7,11 +7,9 @@
 #include "base/check.h"
 #include "base/param.h"
 #include "comm/status_server.h"
-#include "net/socket_connect.h"
 #include "topo/ifaces.h"
-#include "transports/net/net_select.h"
+#include "transports/net/net_transport.h"
 #include "transports/shm/shm_transport.h"
-#include "transports/socket/socket_transport.h"
 
 namespace accl {
 namespace {
@@ -27,24 +25,6 @@ size_t channelBytes() {
   size_t bytes = 64 << 10;
   while (bytes < static_cast<size_t>(want) && bytes < (size_t(1) << 30)) bytes <<= 1;
   return bytes;
-}
-
-SocketPeer describeSocketPeer(const Comm* c, int p) {
-  const PeerInfo& info = c->peers[p];
-  return SocketPeer{c->rank, p, info.hostname, info.dataAddr.str(), c->peers[c->rank].ifname};
-}
-
-ncclResult_t connectSocketPeers(Comm* c, const std::vector<int>& peers, const net::Socket& listener) {
-  const PeerInfo& me = c->peers[c->rank];
-  net::MeshSelf self{c->rank, c->bootstrap->magic(), c->nonce, me.hostname, me.ifname, me.dataAddr};
-  std::vector<net::MeshPeer> mesh;
-  for (int p : peers) mesh.push_back(net::MeshPeer{p, c->peers[p].dataAddr, describeSocketPeer(c, p).describe()});
-  const SocketLayout layout = socketLayout();
-  return net::connectPeers(self, mesh, layout.nsocks(), listener, &c->abortFlag,
-                           [&](int p, std::vector<net::Socket> socks) {
-                             c->conns[p] = makeSocketConnection(std::move(socks), c->ringBytes, layout, c->bell(),
-                                                                describeSocketPeer(c, p));
-                           });
 }
 
 }  // namespace
@@ -64,66 +44,61 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   NCCLCHECK(Bootstrap::init(id, rank, nranks, &c->abortFlag, &c->bootstrap));
   c->ringBytes = channelBytes();
 
-  // A data listener on the selected interface's address only, for peers on other hosts.
-  net::Socket listener;
-  net::SockAddr bound;
-  NCCLCHECK(net::listenOn(ifs[0].addr, &listener, &bound));
+  // The transport list, in order of preference: the first one that can connect a pair of
+  // ranks carries it (a device transport such as CUDA IPC would go first).
+  c->transports.push_back(std::make_unique<ShmTransport>());
+  c->transports.push_back(std::make_unique<NetTransport>());
 
   c->peers.resize(nranks);
   PeerInfo& me = c->peers[rank];
   me.rank = rank;
   me.pid = getpid();
   me.cudaDev = c->cudaDev;
+  me.deviceId = 0;  // host memory only
   me.hostHash = topo::hostHash();
   me.commNonce = randomU64();
-  me.dataAddr = bound;
   NCCLCHECK(statusServerAddress(&me.statusAddr));
   std::memset(me.hostname, 0, sizeof(me.hostname));
   gethostname(me.hostname, sizeof(me.hostname) - 1);
   std::memset(me.ifname, 0, sizeof(me.ifname));
   ifs[0].name.copy(me.ifname, sizeof(me.ifname) - 1);
+  {
+    TransportSetup ctx = c->transportSetup();
+    ctx.dataIf = &ifs[0];
+    for (auto& t : c->transports) NCCLCHECK(t->publish(ctx, &me));
+  }
   NCCLCHECK(c->bootstrap->allGather(c->peers.data(), sizeof(PeerInfo)));
   c->nonce = c->peers[0].commNonce;
 
   for (int r = 0; r < nranks; r++)
     if (c->peers[r].hostHash == me.hostHash) c->localRanks.push_back(r);
   c->localIndex = static_cast<int>(std::find(c->localRanks.begin(), c->localRanks.end(), rank) - c->localRanks.begin());
-  const bool useShm = param::shmDisable() == 0 && c->localRanks.size() > 1;
 
-  if (useShm) {
-    char name[64];
-    snprintf(name, sizeof(name), "/accl-%016llx-%08llx", static_cast<unsigned long long>(c->nonce),
-             static_cast<unsigned long long>(me.hostHash & 0xffffffffu));
-    NCCLCHECK(ShmDomain::create(name, c->localIndex, c->localRankCount(), c->ringBytes, &c->shm));
-  }
-  NCCLCHECK(c->bootstrap->barrier());  // every segment exists
-  if (useShm) NCCLCHECK(c->shm->attachPeers());
-  NCCLCHECK(c->bootstrap->barrier());  // every segment is mapped by every peer
-  if (useShm) c->shm->unlinkOwn();
-
+  // The per-peer transport table; then every transport sets up its peers (collective, in list
+  // order). Lazy transports connect a peer only when a step first uses it (Comm::connection).
   c->conns.resize(nranks);
-  std::vector<int> socketPeers;
+  c->peerTransport.assign(nranks, nullptr);
+  std::vector<std::vector<int>> chosen(c->transports.size());
   for (int p = 0; p < nranks; p++) {
     if (p == rank) continue;
-    auto local = std::find(c->localRanks.begin(), c->localRanks.end(), p);
-    if (useShm && local != c->localRanks.end()) {
-      c->conns[p] = c->shm->connect(static_cast<int>(local - c->localRanks.begin()), p);
-      c->anyShm = true;
-    } else {
-      socketPeers.push_back(p);
+    for (size_t t = 0; t < c->transports.size(); t++) {
+      if (!c->transports[t]->canConnect(me, c->peers[p])) continue;
+      c->peerTransport[p] = c->transports[t].get();
+      chosen[t].push_back(p);
+      break;
     }
   }
-  if (!socketPeers.empty()) {
-    net::NetChoice choice;
-    NCCLCHECK(net::chooseNetModule(c->config.netName, &choice));
-    INFO(kSubsysInit | kSubsysNet, "rank %d: NET/%s: %s", rank, choice.module ? choice.module->name() : "Socket",
-         choice.why.c_str());
-    if (choice.module) NCCLCHECK(net::connectNetPeers(c->transportSetup(), choice, socketPeers, &c->netState));
-    else NCCLCHECK(connectSocketPeers(c, socketPeers, listener));
-    c->anySocket = true;
+  std::string used;
+  for (size_t t = 0; t < c->transports.size(); t++) {
+    TransportSetup ctx = c->transportSetup();
+    ctx.dataIf = &ifs[0];
+    NCCLCHECK(c->transports[t]->setup(ctx, chosen[t]));
+    if (!chosen[t].empty())
+      used += (used.empty() ? "" : "+") + std::string(c->transports[t]->name()) + " (" +
+              std::to_string(chosen[t].size()) + " peers)";
   }
-  INFO(kSubsysInit, "comm rank %d/%d: %zu local ranks, %s%s, channel %zu bytes", rank, nranks, c->localRanks.size(),
-       c->anyShm ? "shm" : "", c->anySocket ? (c->anyShm ? "+socket" : "socket") : "", c->ringBytes);
+  INFO(kSubsysInit, "comm rank %d/%d: %zu local ranks, %s, channel %zu bytes", rank, nranks, c->localRanks.size(),
+       used.empty() ? "no peers" : used.c_str(), c->ringBytes);
   statusRegister(c);
   return ncclSuccess;
 }

@@ -1,8 +1,7 @@
 // Executor: drives the works of one group (or one stream task) to completion in the
 // calling thread. Waiting follows what we measured on 2-vCPU machines: spin briefly (long
 // enough to catch a peer's reply without paying a 20-30 us wake-up), yield when ranks
-// outnumber cores, then sleep on the rank's doorbell (or poll sockets).
-#include <poll.h>
+// outnumber cores, then sleep on the rank's doorbell.
 #include <sched.h>
 #include <unistd.h>
 #include <algorithm>
@@ -12,7 +11,6 @@
 #include "comm/status_server.h"
 #include "base/trace.h"
 #include "sched/work.h"
-#include "transports/shm/shm_transport.h"
 
 namespace accl {
 namespace {
@@ -70,7 +68,6 @@ void finishWork(CommWork& w, ncclResult_t res, int culprit = -1, bool fatal = tr
 }
 
 ncclResult_t progressSockets(Comm& c) {
-  if (!c.anySocket) return ncclSuccess;
   for (auto& conn : c.conns) {
     // Socket channels have helper threads and no fd; progress() reports their failures.
     if (!conn) continue;
@@ -81,7 +78,6 @@ ncclResult_t progressSockets(Comm& c) {
 }
 
 bool socketsPending(Comm& c) {
-  if (!c.anySocket) return false;
   for (auto& conn : c.conns)
     if (conn && conn->send()->pendingLocal()) return true;
   return false;
@@ -182,8 +178,6 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
 
 struct WaitPlan {
   std::vector<Doorbell*> bells;
-  std::vector<pollfd> fds;
-  bool anyShm = false;
   bool ticketWait = false;  // a work waits for another thread's work on its communicator
 };
 
@@ -195,14 +189,6 @@ WaitPlan planWait(std::vector<std::unique_ptr<CommWork>>& works) {
     p.ticketWait = p.ticketWait || !w->started;
     Doorbell* b = c.bell();
     if (std::find(p.bells.begin(), p.bells.end(), b) == p.bells.end()) p.bells.push_back(b);
-    p.anyShm = p.anyShm || c.anyShm;
-    if (!c.anySocket) continue;
-    for (auto& conn : c.conns) {
-      if (!conn || conn->send()->fd() < 0) continue;
-      short ev = POLLIN;
-      if (conn->send()->pendingLocal()) ev |= POLLOUT;
-      p.fds.push_back({conn->send()->fd(), ev, 0});
-    }
   }
   return p;
 }
@@ -379,12 +365,8 @@ ncclResult_t executeWorks(std::vector<std::unique_ptr<CommWork>>& works) {
       idle = false;
       continue;
     }
-    if (!plan.fds.empty()) {
-      // Sockets cannot share a wait with futexes: poll, briefly if shm peers need checking.
-      poll(plan.fds.data(), plan.fds.size(), plan.anyShm || plan.ticketWait ? 1 : 100);
-    } else {
-      waitDoorbells(plan.bells.data(), static_cast<int>(plan.bells.size()), seqs.data(), 100000);
-    }
+    // Every transport rings the rank's doorbell (socket helper threads included).
+    waitDoorbells(plan.bells.data(), static_cast<int>(plan.bells.size()), seqs.data(), 100000);
     leaveDoorbells(plan.bells.data(), static_cast<int>(plan.bells.size()));
   }
   ncclResult_t first = ncclSuccess;

@@ -67,7 +67,9 @@ ncclResult_t Lane::runStep(Comm& comm, StepState* state) {
       done_ = s.bytes;
       break;
     case Step::Kind::Send: {
-      SendChannel* ch = comm.conn(s.sendPeer)->send();
+      PeerConnection* conn;
+      NCCLCHECK(comm.connection(s.sendPeer, &conn));
+      SendChannel* ch = conn->send();
       if (!alignSend(ch)) {
         void* b; size_t a;
         NCCLCHECK(ch->acquire(&b, &a));  // surfaces a closed connection
@@ -85,7 +87,9 @@ ncclResult_t Lane::runStep(Comm& comm, StepState* state) {
     }
     case Step::Kind::Recv:
     case Step::Kind::RecvReduce: {
-      RecvChannel* ch = comm.conn(s.recvPeer)->recv();
+      PeerConnection* conn;
+      NCCLCHECK(comm.connection(s.recvPeer, &conn));
+      RecvChannel* ch = conn->recv();
       if (!alignRecv(ch)) {
         const void* b; size_t a;
         NCCLCHECK(ch->peek(&b, &a));
@@ -108,8 +112,12 @@ ncclResult_t Lane::runStep(Comm& comm, StepState* state) {
     }
     case Step::Kind::RecvReduceSend:
     case Step::Kind::RecvCopySend: {
-      RecvChannel* in = comm.conn(s.recvPeer)->recv();
-      SendChannel* out = comm.conn(s.sendPeer)->send();
+      PeerConnection* inConn;
+      PeerConnection* outConn;
+      NCCLCHECK(comm.connection(s.recvPeer, &inConn));
+      NCCLCHECK(comm.connection(s.sendPeer, &outConn));
+      RecvChannel* in = inConn->recv();
+      SendChannel* out = outConn->send();
       bool ready = alignRecv(in);
       ready = alignSend(out) && ready;
       const void* ibuf;

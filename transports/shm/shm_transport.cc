@@ -4,54 +4,78 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
+#include <string>
 #include "base/check.h"
+#include "base/param.h"
 
 namespace accl {
 namespace {
 
-constexpr uint64_t kSegmentMagic = 0x4143434c53484d31ull;  // "ACCLSHM1"
+constexpr uint64_t kSegmentMagic = 0x4143434c53484d32ull;  // "ACCLSHM2"
+constexpr size_t kPage = 4096;
 
 // RingHeader::closed: 0 open; 1 closed for an unknown reason; 2 + r closed because rank r
 // was lost; kDeparted | r: rank r destroyed its communicator (ncclCommDestroy).
 constexpr uint32_t kDeparted = 0x40000000u;
 
+// Zero bytes are a valid fresh ring, so the sparse file's zero pages need no initialisation.
 struct alignas(64) RingHeader {
   alignas(64) std::atomic<uint64_t> tail{0};  // bytes produced; written by the sender
   alignas(64) std::atomic<uint64_t> head{0};  // bytes consumed; written by the receiver
   alignas(64) std::atomic<uint32_t> closed{0};
 };
+static_assert(sizeof(RingHeader) <= kPage);
 
 struct SegmentHeader {
   uint64_t magic;
-  int32_t ownerLocal;
-  int32_t nLocal;
+  uint64_t ownerNonce;  // the owner's PeerInfo::commNonce: tells a reused pid/fd apart
+  int32_t ownerRank;
+  int32_t nranks;
   uint64_t ringBytes;
   Doorbell bell;
 };
+static_assert(sizeof(SegmentHeader) <= kPage);
 
-size_t headerBytes() { return (sizeof(SegmentHeader) + 4095) & ~size_t(4095); }
-size_t slotBytes(size_t ringBytes) { return sizeof(RingHeader) + ringBytes; }
+// Layout: one header page, then per writer rank s a slot: a header page and ringBytes of data.
+size_t slotBytes(size_t ringBytes) { return kPage + ringBytes; }
+size_t slotOffset(int writer, size_t ringBytes) { return kPage + static_cast<size_t>(writer) * slotBytes(ringBytes); }
+size_t segmentBytes(int nranks, size_t ringBytes) { return slotOffset(nranks, ringBytes); }
+
+uint64_t pidNamespace() {
+  struct stat st{};
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
 
 }  // namespace
 
-struct ShmDomain::Segment {
+// One mmap of a segment (or part of one), unmapped when dropped.
+struct ShmTransport::Mapping {
   void* base = nullptr;
   size_t bytes = 0;
-  std::string name;
-  bool owned = false;
-  ~Segment() {
+  Mapping(void* b, size_t n) : base(b), bytes(n) {}
+  ~Mapping() {
     if (base) munmap(base, bytes);
-    if (owned && !name.empty()) shm_unlink(name.c_str());
   }
-  SegmentHeader* header() const { return static_cast<SegmentHeader*>(base); }
-  RingHeader* ring(int slot, size_t ringBytes) const {
-    return reinterpret_cast<RingHeader*>(static_cast<char*>(base) + headerBytes() + slot * slotBytes(ringBytes));
-  }
-  char* data(int slot, size_t ringBytes) const { return reinterpret_cast<char*>(ring(slot, ringBytes) + 1); }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  char* at(size_t off) const { return static_cast<char*>(base) + off; }
 };
 
 namespace {
+
+using Mapping = ShmTransport::Mapping;
+
+ncclResult_t mapShared(int fd, size_t offset, size_t bytes, const char* what, std::unique_ptr<Mapping>* out) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(offset));
+  if (p == MAP_FAILED) {
+    WARN("shm: mmap of %s (%zu bytes at %zu) failed: %s", what, bytes, offset, strerror(errno));
+    return ncclSystemError;
+  }
+  *out = std::make_unique<Mapping>(p, bytes);
+  return ncclSuccess;
+}
 
 ncclResult_t closedError(const RingHeader& ring, int peerRank, const char* dir) {
   if (ring.closed.load(std::memory_order_acquire) & kDeparted) {
@@ -126,10 +150,14 @@ class ShmRecv final : public RecvChannel {
 
 class ShmConnection final : public PeerConnection {
  public:
-  ShmConnection(RingHeader* outRing, char* outData, RingHeader* inRing, char* inData, size_t cap,
-                Doorbell* peerBell, Doorbell* myBell, int peerRank)
-      : outRing_(outRing), inRing_(inRing), peerBell_(peerBell), myBell_(myBell),
-        send_(outRing, outData, cap, peerBell, peerRank), recv_(inRing, inData, cap, peerBell, peerRank) {}
+  // `peerHeader` and `outSlot` map the peer's segment; `inSlot` lies in this rank's own.
+  ShmConnection(std::unique_ptr<Mapping> peerHeader, std::unique_ptr<Mapping> outSlot, char* inSlot, size_t cap,
+                Doorbell* myBell, int peerRank)
+      : peerHeader_(std::move(peerHeader)), outSlot_(std::move(outSlot)),
+        outRing_(reinterpret_cast<RingHeader*>(outSlot_->at(0))), inRing_(reinterpret_cast<RingHeader*>(inSlot)),
+        peerBell_(&reinterpret_cast<SegmentHeader*>(peerHeader_->at(0))->bell), myBell_(myBell),
+        send_(outRing_, outSlot_->at(kPage), cap, peerBell_, peerRank),
+        recv_(inRing_, inSlot + kPage, cap, peerBell_, peerRank) {}
   SendChannel* send() override { return &send_; }
   RecvChannel* recv() override { return &recv_; }
   void close(int culprit) override { mark(culprit >= 0 ? static_cast<uint32_t>(culprit) + 2 : 1); }
@@ -151,6 +179,8 @@ class ShmConnection final : public PeerConnection {
   const char* transportName() const override { return "SHM"; }
 
  private:
+  std::unique_ptr<Mapping> peerHeader_;
+  std::unique_ptr<Mapping> outSlot_;
   RingHeader* outRing_;
   RingHeader* inRing_;
   Doorbell* peerBell_;
@@ -159,94 +189,83 @@ class ShmConnection final : public PeerConnection {
   ShmRecv recv_;
 };
 
-ncclResult_t mapSegment(const std::string& name, size_t bytes, bool create, void** out) {
-  int fd = shm_open(name.c_str(), create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
-  if (fd < 0) {
-    WARN("shm_open(%s) failed: %s", name.c_str(), strerror(errno));
-    return ncclSystemError;
-  }
-  if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    WARN("ftruncate(%s, %zu) failed: %s (is /dev/shm large enough?)", name.c_str(), bytes, strerror(errno));
-    ::close(fd);
-    shm_unlink(name.c_str());
-    return ncclSystemError;
-  }
-  // Pre-fault: first touch of fresh pages is expensive here, so pay it at init, not per op.
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  ::close(fd);
-  if (p == MAP_FAILED) {
-    WARN("mmap of %s (%zu bytes) failed: %s", name.c_str(), bytes, strerror(errno));
-    if (create) shm_unlink(name.c_str());
-    return ncclSystemError;
-  }
-  *out = p;
-  return ncclSuccess;
-}
-
 }  // namespace
 
-ShmDomain::~ShmDomain() = default;
+ShmTransport::ShmTransport() = default;
 
-std::string ShmDomain::segmentName(int local) const { return nameBase_ + "-" + std::to_string(local); }
+ShmTransport::~ShmTransport() {
+  own_.reset();
+  if (fd_ >= 0) ::close(fd_);
+}
 
-ncclResult_t ShmDomain::create(const std::string& nameBase, int myLocal, int nLocal, size_t ringBytes,
-                               std::unique_ptr<ShmDomain>* out) {
-  std::unique_ptr<ShmDomain> d(new ShmDomain());
-  d->nameBase_ = nameBase;
-  d->myLocal_ = myLocal;
-  d->nLocal_ = nLocal;
-  d->ringBytes_ = ringBytes;
-  d->segments_.resize(nLocal);
-  auto seg = std::make_unique<Segment>();
-  seg->name = d->segmentName(myLocal);
-  seg->bytes = headerBytes() + nLocal * slotBytes(ringBytes);
-  NCCLCHECK(mapSegment(seg->name, seg->bytes, true, &seg->base));
-  seg->owned = true;
-  auto* h = new (seg->base) SegmentHeader();
-  h->ownerLocal = myLocal;
-  h->nLocal = nLocal;
-  h->ringBytes = ringBytes;
-  for (int s = 0; s < nLocal; s++) new (seg->ring(s, ringBytes)) RingHeader();
+ncclResult_t ShmTransport::publish(TransportSetup& ctx, PeerInfo* me) {
+  me->shmFd = -1;
+  me->pidNs = pidNamespace();
+  if (param::shmDisable() != 0) return ncclSuccess;
+  ringBytes_ = ctx.ringBytes;
+  nranks_ = ctx.nranks;
+  fd_ = memfd_create("accl-shm", MFD_CLOEXEC);
+  if (fd_ < 0) {
+    WARN("shm: memfd_create failed: %s; ranks on this host will use sockets", strerror(errno));
+    return ncclSuccess;
+  }
+  const size_t bytes = segmentBytes(ctx.nranks, ringBytes_);
+  if (ftruncate(fd_, static_cast<off_t>(bytes)) != 0) {
+    WARN("shm: ftruncate of the %zu-byte segment failed: %s", bytes, strerror(errno));
+    return ncclSystemError;
+  }
+  NCCLCHECK(mapShared(fd_, 0, bytes, "this rank's segment", &own_));
+  auto* h = new (own_->at(0)) SegmentHeader();
+  h->ownerNonce = me->commNonce;
+  h->ownerRank = ctx.rank;
+  h->nranks = ctx.nranks;
+  h->ringBytes = ringBytes_;
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = kSegmentMagic;
-  INFO(kSubsysShm, "shm segment %s: %d rings of %zu bytes", seg->name.c_str(), nLocal, ringBytes);
-  d->segments_[myLocal] = std::move(seg);
-  *out = std::move(d);
+  me->shmFd = fd_;
+  INFO(kSubsysShm, "rank %d: shm segment (memfd %d): %d sparse rings of %zu bytes", ctx.rank, fd_, ctx.nranks,
+       ringBytes_);
   return ncclSuccess;
 }
 
-ncclResult_t ShmDomain::attachPeers() {
-  for (int l = 0; l < nLocal_; l++) {
-    if (segments_[l]) continue;
-    auto seg = std::make_unique<Segment>();
-    seg->name = segmentName(l);
-    seg->bytes = headerBytes() + nLocal_ * slotBytes(ringBytes_);
-    NCCLCHECK(mapSegment(seg->name, seg->bytes, false, &seg->base));
-    if (seg->header()->magic != kSegmentMagic || seg->header()->ringBytes != ringBytes_) {
-      WARN("shm segment %s has an unexpected layout (another job reusing the name?)", seg->name.c_str());
-      return ncclSystemError;
-    }
-    segments_[l] = std::move(seg);
+Doorbell* ShmTransport::sharedBell() {
+  return own_ ? &reinterpret_cast<SegmentHeader*>(own_->at(0))->bell : nullptr;
+}
+
+bool ShmTransport::canConnect(const PeerInfo& me, const PeerInfo& peer) const {
+  return own_ && me.shmFd >= 0 && peer.shmFd >= 0 && me.hostHash == peer.hostHash && me.pidNs == peer.pidNs;
+}
+
+ncclResult_t ShmTransport::connect(TransportSetup& ctx, int peer, std::unique_ptr<PeerConnection>* out) {
+  const PeerInfo& info = (*ctx.peers)[peer];
+  std::string path = "/proc/" + std::to_string(info.pid) + "/fd/" + std::to_string(info.shmFd);
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    WARN("rank %d: cannot open the shared memory of %s (%s: %s): the process is gone or not accessible",
+         ctx.rank, ctx.describePeer(peer).c_str(), path.c_str(), strerror(errno));
+    return ncclRemoteError;
   }
+  std::unique_ptr<Mapping> header, slot;
+  ncclResult_t res = mapShared(fd, 0, kPage, "a peer's segment header", &header);
+  if (res == ncclSuccess) res = mapShared(fd, slotOffset(ctx.rank, ringBytes_), slotBytes(ringBytes_), "a peer's ring", &slot);
+  ::close(fd);
+  NCCLCHECK(res);
+  const auto* h = reinterpret_cast<const SegmentHeader*>(header->at(0));
+  if (h->magic != kSegmentMagic || h->ownerRank != peer || h->ownerNonce != info.commNonce ||
+      h->ringBytes != ringBytes_ || h->nranks != ctx.nranks) {
+    WARN("rank %d: %s is not the shared memory segment of %s (another process reused its pid?)", ctx.rank,
+         path.c_str(), ctx.describePeer(peer).c_str());
+    return ncclRemoteError;
+  }
+  *out = std::make_unique<ShmConnection>(std::move(header), std::move(slot), own_->at(slotOffset(peer, ringBytes_)),
+                                         ringBytes_, sharedBell(), peer);
   return ncclSuccess;
 }
 
-void ShmDomain::unlinkOwn() {
-  auto& seg = segments_[myLocal_];
-  if (seg && seg->owned) {
-    shm_unlink(seg->name.c_str());
-    seg->owned = false;
-  }
-}
-
-Doorbell* ShmDomain::bell() { return &segments_[myLocal_]->header()->bell; }
-
-std::unique_ptr<PeerConnection> ShmDomain::connect(int peerLocal, int peerRank) {
-  Segment* mine = segments_[myLocal_].get();
-  Segment* theirs = segments_[peerLocal].get();
-  return std::make_unique<ShmConnection>(theirs->ring(myLocal_, ringBytes_), theirs->data(myLocal_, ringBytes_),
-                                         mine->ring(peerLocal, ringBytes_), mine->data(peerLocal, ringBytes_),
-                                         ringBytes_, &theirs->header()->bell, &mine->header()->bell, peerRank);
+size_t ShmTransport::residentBytes() const {
+  struct stat st{};
+  if (fd_ < 0 || fstat(fd_, &st) != 0) return 0;
+  return static_cast<size_t>(st.st_blocks) * 512;
 }
 
 }  // namespace accl

@@ -1,42 +1,42 @@
-// shm_transport.h: connections between ranks of one host through POSIX shared memory.
-// Each rank creates one segment holding its doorbell and one inbound byte ring per local
-// peer; a sender writes straight into the receiver's ring, so a transfer is one copy in and
-// one copy (or fused reduction) out, with no syscall unless a side sleeps.
+// shm_transport.h: connections between ranks of one host through shared memory.
+// Each rank creates one anonymous segment (memfd: it has no name, so nothing is left in
+// /dev/shm whatever happens to the process) holding its doorbell and one inbound byte ring per
+// peer. The file is sparse: a ring costs memory only for the pages traffic touches. A rank
+// connects to a peer when it first sends to or receives from it, on its own: it maps the
+// peer's segment through /proc/<pid>/fd/<fd> (the slot the peer reads from this rank) and
+// reads its own slot for that peer, so no handshake is needed and both ends may connect in
+// either order. A sender writes straight into the receiver's ring: a transfer is one copy in
+// and one copy (or fused reduction) out, with no syscall unless a side sleeps.
 #pragma once
 #include <memory>
-#include <string>
 #include <vector>
 #include "transports/doorbell.h"
-#include "transports/transport.h"
+#include "transports/setup.h"
 
 namespace accl {
 
-class ShmDomain {
+class ShmTransport final : public Transport {
  public:
-  // Creates and pre-faults this rank's segment: `nLocal` inbound rings of `ringBytes`
-  // (a power of two). `nameBase` must be unique per communicator.
-  static ncclResult_t create(const std::string& nameBase, int myLocal, int nLocal, size_t ringBytes,
-                             std::unique_ptr<ShmDomain>* out);
-  ~ShmDomain();
+  ShmTransport();
+  ~ShmTransport() override;
+  const char* name() const override { return "SHM"; }
+  ncclResult_t publish(TransportSetup& ctx, PeerInfo* me) override;
+  Doorbell* sharedBell() override;
+  bool canConnect(const PeerInfo& me, const PeerInfo& peer) const override;
+  ncclResult_t setup(TransportSetup&, const std::vector<int>&) override { return ncclSuccess; }
+  ncclResult_t connect(TransportSetup& ctx, int peer, std::unique_ptr<PeerConnection>* out) override;
+  RingMemory ringMemory() const override { return RingMemory::HostShared; }
 
-  // Maps the segments of every other local rank (they must all exist: call after a barrier).
-  ncclResult_t attachPeers();
-  // Removes the names from /dev/shm once every peer has mapped them (mappings stay valid).
-  void unlinkOwn();
+  // Bytes of memory this rank's segment holds now (pages touched), for tests and INFO.
+  size_t residentBytes() const;
 
-  // Connection to local peer `peerLocal`, whose global rank is `peerRank` (for messages).
-  std::unique_ptr<PeerConnection> connect(int peerLocal, int peerRank);
-  Doorbell* bell();
+  struct Mapping;
 
-  struct Segment;
  private:
-  ShmDomain() = default;
-  std::string segmentName(int local) const;
-  std::string nameBase_;
-  int myLocal_ = 0;
-  int nLocal_ = 0;
+  std::unique_ptr<Mapping> own_;  // this rank's whole segment
+  int fd_ = -1;
   size_t ringBytes_ = 0;
-  std::vector<std::unique_ptr<Segment>> segments_;  // index = local rank
+  int nranks_ = 0;
 };
 
 }  // namespace accl
