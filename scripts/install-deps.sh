@@ -9,6 +9,7 @@ APT_PACKAGES=(
   iproute2 iputils-ping procps psmisc
   openmpi-bin libopenmpi-dev
   python3 python3-venv python3-matplotlib
+  libhwloc-dev
 )
 
 missing=()

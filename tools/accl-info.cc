@@ -3,6 +3,7 @@
 // pod of N accelerators, and (--peers) whether other hosts answer on a TCP port.
 //   accl-info [--pod-size N] [--peers host[:port] ...] [--port P] [--timeout-ms T]
 //   accl-info --hang-report    (how to read ACCL's hang report)
+//   accl-info --topo [xml]     (packages, NUMA nodes, GPUs, NICs and which NIC is closest)
 #include "hang_report_help.h"
 #include <unistd.h>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <vector>
 #include "base/log.h"
 #include "base/param.h"
+#include "topo/hw_topology.h"
 #include "topo/ifaces.h"
 #include "topo/reachability.h"
 
@@ -70,7 +72,8 @@ void recommend(const std::vector<accl::topo::NetIf>& all, int podSize) {
 int usage() {
   std::fprintf(stderr,
                "usage: accl-info [--pod-size N] [--peers host[:port] ...] [--port P] [--timeout-ms T]\n"
-               "       accl-info --hang-report\n");
+               "       accl-info --hang-report\n"
+               "       accl-info --topo [hwloc XML file]   (default: NCCL_TOPO_FILE, else this machine)\n");
   return 2;
 }
 
@@ -86,6 +89,13 @@ int main(int argc, char** argv) {
     if (a == "--pod-size" && i + 1 < argc) podSize = std::atoi(argv[++i]);
     else if (a == "--port" && i + 1 < argc) port = std::atoi(argv[++i]);
     else if (a == "--timeout-ms" && i + 1 < argc) timeoutMs = std::atoi(argv[++i]);
+    else if (a == "--topo") {
+      std::string xml = i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "";
+      accl::topo::HwTopology t;
+      if (accl::topo::loadHwTopology(&t, xml) != ncclSuccess) return 1;
+      std::fputs(accl::topo::formatHwTopology(t).c_str(), stdout);
+      return 0;
+    }
     else if (a == "--hang-report") {
       std::fputs(accl::tools::kHangReportHelp, stdout);
       return 0;

@@ -2,11 +2,13 @@
 #include <sys/random.h>
 #include <unistd.h>
 #include <algorithm>
+#include <mutex>
 #include <cstdio>
 #include <cstring>
 #include "base/check.h"
 #include "base/param.h"
 #include "comm/status_server.h"
+#include "topo/hw_topology.h"
 #include "topo/ifaces.h"
 #include "transports/net/net_transport.h"
 #include "transports/shm/shm_transport.h"
@@ -99,6 +101,10 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   }
   INFO(kSubsysInit, "comm rank %d/%d: %zu local ranks, %s, channel %zu bytes", rank, nranks, c->localRanks.size(),
        used.empty() ? "no peers" : used.c_str(), c->ringBytes);
+  if (std::string dump = param::topoDumpFile(); !dump.empty() && rank == 0) {
+    static std::once_flag dumped;  // once per process, as NCCL
+    std::call_once(dumped, [&] { topo::dumpHwTopology(dump); });
+  }
   statusRegister(c);
   return ncclSuccess;
 }
