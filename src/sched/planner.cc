@@ -8,7 +8,6 @@
 #include "sched/mismatch_check.h"
 #include "sched/tuner.h"
 #include "sched/work.h"
-#include "transports/shm/shm_transport.h"
 
 namespace accl {
 namespace {
