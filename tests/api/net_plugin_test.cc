@@ -172,7 +172,16 @@ INSTANTIATE_TEST_SUITE_P(
                       {"NET/Plugin: libnccl-net-nosuchnet.so not found", "(ncclNetPlugin_v8)",
                        "NET/TestTCP: net plugin TestTCP"}},
         SelectionCase{"UnknownNcclNetIsAnError",
-                      {"NCCL_NET=IB"},
+                      {"NCCL_NET=Foo"},
                       false,
-                      {"NCCL_NET=IB matches no usable network module"}}),
+                      {"NCCL_NET=Foo matches no usable network module; modules present: Socket"}},
+        // This machine has no RDMA device: one INFO line says so, and NCCL_NET=IB is an error.
+        SelectionCase{"NoIbDeviceFallsBackToSocketWithOneInfoLine",
+                      {"NCCL_NET_PLUGIN=none"},
+                      true,
+                      {"NET/IB: no usable IB device (", "; using Socket"}},
+        SelectionCase{"NcclNetIbWithoutDeviceIsAnError",
+                      {"NCCL_NET=IB", "NCCL_IB_HCA=^mlx5_1"},
+                      false,
+                      {"NCCL_NET=IB cannot be used: no usable IB device"}}),
     [](const testing::TestParamInfo<SelectionCase>& info) { return std::string(info.param.name); });

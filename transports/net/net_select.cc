@@ -7,6 +7,7 @@
 #include <thread>
 #include "base/check.h"
 #include "base/param.h"
+#include "transports/ib/ib_devices.h"
 #include "transports/plugin/plugin_net.h"
 
 namespace accl::net {
@@ -54,6 +55,36 @@ const ModuleState& stateOf(NetModule* m) {
   return s;
 }
 
+// Why the internal IB module does not carry traffic, decided (and logged) once per process.
+const std::string& ibFallbackReason() {
+  static const std::string reason = [] {
+    std::string why;
+    if (param::ibDisable() == 1) {
+      why = "disabled by NCCL_IB_DISABLE=1";
+    } else {
+      std::vector<ib::IbPort> all;
+      std::string listWhy;
+      ib::systemVerbs()->listPorts(&all, &listWhy);
+      std::string hca = param::ibHca();
+      std::vector<ib::IbPort> usable = ib::usablePorts(all, ib::parseHcaSpec(hca));
+      if (usable.empty()) {
+        why = "no usable IB device (" +
+              (all.empty() ? listWhy
+                           : std::to_string(all.size()) + " port(s), none active" +
+                                 (hca.empty() ? std::string() : " and admitted by NCCL_IB_HCA=" + hca)) +
+              ")";
+      } else {
+        why = std::to_string(usable.size()) + " usable port(s) starting with " + usable[0].device + ":" +
+              std::to_string(usable[0].port) + (usable[0].ethernet ? " (RoCE)" : " (InfiniBand)") +
+              ", but ACCL has no IB data path yet";
+      }
+    }
+    INFO(kSubsysInit | kSubsysNet, "NET/IB: %s; using Socket", why.c_str());
+    return why;
+  }();
+  return reason;
+}
+
 }  // namespace
 
 NetCommState::~NetCommState() {
@@ -88,10 +119,17 @@ ncclResult_t chooseNetModule(const std::string& netName, NetChoice* choice) {
     if (!skipped.empty()) choice->why += "; skipped " + skipped;
     return ncclSuccess;
   }
+  // The internal IB module comes next in NCCL's order. Only its discovery exists: it says, in
+  // one INFO line per process, why traffic goes over sockets instead.
+  const bool wantIb = !netName.empty() && strcasecmp(netName.c_str(), "IB") == 0;
+  const std::string& ibVerdict = ibFallbackReason();
+  if (wantIb) {
+    WARN("NCCL_NET=IB cannot be used: %s", ibVerdict.c_str());
+    return ncclInvalidArgument;
+  }
   if (!netName.empty() && strcasecmp(netName.c_str(), kInternalSocket) != 0) {
-    WARN("NCCL_NET=%s matches no usable network module; modules present: %s%s%s (ACCL has no internal IB module "
-         "yet)",
-         netName.c_str(), names.c_str(), names.empty() ? "" : ", ", kInternalSocket);
+    WARN("NCCL_NET=%s matches no usable network module; modules present: %s%s%s", netName.c_str(), names.c_str(),
+         names.empty() ? "" : ", ", kInternalSocket);
     return ncclInvalidArgument;
   }
   choice->module = nullptr;
