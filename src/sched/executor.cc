@@ -224,15 +224,18 @@ int onlineCores() {
   return n > 0 ? n : 1;
 }
 
-// The calls a status line says its rank is blocked in ("AllReduce(1000 x float32, sum)"), or
-// "" when it is not blocked in one (idle, running, no answer).
+// The collective calls a status line says its rank is blocked in ("AllReduce(1000 x float32,
+// sum)"), or "" when it is not blocked in one (idle, running, no answer) or its work has
+// sends/receives, which legitimately differ between ranks.
 std::string blockedCalls(const std::string& line) {
   size_t at = line.find("blocked: op #");
   if (at == std::string::npos) return "";
   size_t colon = line.find(": ", at + 13);
   size_t end = line.find(';', colon);
   if (colon == std::string::npos || end == std::string::npos) return "";
-  return line.substr(colon + 2, end - colon - 2);
+  std::string calls = line.substr(colon + 2, end - colon - 2);
+  if (calls.find("Send(") != std::string::npos || calls.find("Recv(") != std::string::npos) return "";
+  return calls;
 }
 
 // Asks every rank where it is and prints the answers, naming ranks that are behind (still in

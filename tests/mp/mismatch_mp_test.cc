@@ -157,19 +157,18 @@ INSTANTIATE_TEST_SUITE_P(Calls, Mismatch,
                                          Case{Kind::RecvShorterThanSend, true, kRecvMsg}),
                          caseName);
 
-// Without ACCL_CHECK_MISMATCH, two ranks that both wait in different calls (Reduce to root 0
-// on rank 0, Reduce to root 1 on rank 1: each waits for the other's data) hang; with
-// ACCL_TIMEOUT the hang summary must name the disagreement instead of saying "none".
-TEST(MismatchHang, TheHangSummaryNamesRanksInDifferentOperations) {
+// Two ranks that both block without ACCL_CHECK_MISMATCH, with ACCL_TIMEOUT=2; returns both
+// ranks' logs. `call` runs on each rank and must end in ncclRemoteError (the timeout).
+std::string hangTwoRanks(ncclResult_t (*call)(int rank, ncclComm_t comm)) {
   std::string base = testing::TempDir() + "accl_mismatch_hang_" + std::to_string(getpid());
   ncclUniqueId id;
-  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
   std::vector<pid_t> pids;
   fflush(stdout);
   fflush(stderr);
   for (int r = 0; r < 2; r++) {
     pid_t pid = fork();
-    ASSERT_GE(pid, 0);
+    EXPECT_GE(pid, 0);
     if (pid == 0) {
       alarm(30);
       setenv("NCCL_DEBUG", "WARN", 1);
@@ -179,8 +178,7 @@ TEST(MismatchHang, TheHangSummaryNamesRanksInDifferentOperations) {
       ncclResetDebugInit();
       ncclComm_t comm;
       if (ncclCommInitRank(&comm, 2, id, r) != ncclSuccess) _exit(10);
-      std::vector<float> buf(1000, 1.0f);
-      ncclResult_t res = ncclReduce(buf.data(), buf.data(), 1000, ncclFloat, ncclSum, r, comm, nullptr);
+      ncclResult_t res = call(r, comm);
       ncclCommAbort(comm);
       _exit(res == ncclRemoteError ? 0 : 12);
     }
@@ -196,10 +194,31 @@ TEST(MismatchHang, TheHangSummaryNamesRanksInDifferentOperations) {
     unlink(path.c_str());
   }
   if (getenv("ACCL_TEST_SHOW_LOGS")) printf("%s", logs.c_str());
+  return logs;
+}
+
+// Reduce to root 0 on rank 0, to root 1 on rank 1: each waits for the other's data. The hang
+// summary must name the disagreement instead of saying "none".
+TEST(MismatchHang, TheHangSummaryNamesRanksInDifferentOperations) {
+  std::string logs = hangTwoRanks([](int r, ncclComm_t comm) {
+    std::vector<float> buf(1000, 1.0f);
+    return ncclReduce(buf.data(), buf.data(), 1000, ncclFloat, ncclSum, r, comm, nullptr);
+  });
   EXPECT_NE(logs.find("in different operations (mismatched calls?): rank 0 in Reduce(1000 x float32, sum, root 0), "
                       "rank 1 in Reduce(1000 x float32, sum, root 1)"),
             std::string::npos)
       << logs;
+}
+
+// Both ranks receive from each other and nobody sends: a hang, but sends and receives differ
+// between ranks by nature, so the summary must not call them mismatched.
+TEST(MismatchHang, ReceivesThatDifferByPeerAreNotCalledMismatched) {
+  std::string logs = hangTwoRanks([](int r, ncclComm_t comm) {
+    std::vector<float> buf(1000, 1.0f);
+    return ncclRecv(buf.data(), 1000, ncclFloat, 1 - r, comm, nullptr);
+  });
+  EXPECT_NE(logs.find("ACCL hang summary"), std::string::npos) << logs;
+  EXPECT_EQ(logs.find("in different operations"), std::string::npos) << logs;
 }
 
 }  // namespace
