@@ -64,6 +64,9 @@ class Transport {
   // the peer makes its own end whenever it first needs it, with no handshake.
   virtual ncclResult_t connect(TransportSetup& ctx, int peer, std::unique_ptr<PeerConnection>* out) = 0;
   virtual RingMemory ringMemory() const = 0;
+  // ncclCommDestroy, work done: lets peers that connected to us but that we never connected
+  // to see that we left (PeerConnection::depart covers the pairs we did connect).
+  virtual void depart() {}
 };
 
 }  // namespace accl

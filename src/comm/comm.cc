@@ -95,6 +95,7 @@ void Comm::closeTransports() {
 
 void Comm::depart() {
   std::lock_guard<std::mutex> lk(connMu);
+  for (auto& t : transports) t->depart();
   for (auto& c : conns)
     if (c) c->depart(rank);
 }

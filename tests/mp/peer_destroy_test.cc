@@ -46,7 +46,7 @@ std::string readFile(const std::string& path) {
   return ss.str();
 }
 
-enum class Leave { Destroy, ArgumentErrorThenDestroy, ExitWithoutDestroy };
+enum class Leave { Destroy, ArgumentErrorThenDestroy, ExitWithoutDestroy, DestroyWithoutAnyCall };
 
 [[noreturn]] void rankMain(Shared* sh, int rank, bool sockets, Leave how, const std::string& logPath) {
   alarm(30);  // a rank that hangs dies instead of hanging the test (and the test fails)
@@ -63,7 +63,10 @@ enum class Leave { Destroy, ArgumentErrorThenDestroy, ExitWithoutDestroy };
   ncclComm_t comm;
   if (ncclCommInitRank(&comm, kRanks, sh->id, rank) != ncclSuccess) _exit(12);
   std::vector<float> buf(1 << 12, 1.0f);
-  if (ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr) != ncclSuccess) _exit(13);
+  // DestroyWithoutAnyCall: the leaver never joins a collective, so it never connects to anyone.
+  if (how != Leave::DestroyWithoutAnyCall &&
+      ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr) != ncclSuccess)
+    _exit(13);
   if (rank == kLeaver) {
     usleep(200 * 1000);  // the others are inside the second all-reduce by now
     if (how == Leave::ArgumentErrorThenDestroy) {
@@ -127,6 +130,9 @@ TEST(PeerDestroy, OthersFailPromptlyNamingTheRankThatDestroyedMidCollectiveSocke
 }
 TEST(PeerDestroy, AnArgumentErrorOnOneRankThenDestroyDoesNotHangTheOthers) {
   runScenario(false, Leave::ArgumentErrorThenDestroy);
+}
+TEST(PeerDestroy, ARankThatDestroysBeforeItsFirstCallIsSeenAsGonePromptly) {
+  runScenario(false, Leave::DestroyWithoutAnyCall);
 }
 TEST(PeerDestroy, ARankThatExitsWithoutDestroyingIsSeenAsGonePromptly) {
   runScenario(false, Leave::ExitWithoutDestroy);

@@ -35,6 +35,9 @@ struct SegmentHeader {
   int32_t nranks;
   uint64_t ringBytes;
   Doorbell bell;
+  // 1 once the owner destroyed its communicator: a peer waiting on a ring the owner never
+  // connected (so never marked) still learns that no data will come.
+  std::atomic<uint32_t> departed;
 };
 static_assert(sizeof(SegmentHeader) <= kPage);
 
@@ -88,18 +91,31 @@ ncclResult_t closedError(const RingHeader& ring, int peerRank, const char* dir) 
   return ncclRemoteError;
 }
 
+// A ring with nothing to read (or no room) whose peer left: closed by the peer, or the peer's
+// segment says its owner destroyed its communicator.
+ncclResult_t checkPeerLeft(const RingHeader& ring, const SegmentHeader& peer, int peerRank, const char* dir) {
+  if (ring.closed.load(std::memory_order_acquire)) return closedError(ring, peerRank, dir);
+  if (peer.departed.load(std::memory_order_acquire)) {
+    WARN("shm connection %s rank %d: rank %d destroyed its communicator (ncclCommDestroy) while this rank still "
+         "needs it (it never made this call, or left it early)",
+         dir, peerRank, peerRank);
+    return ncclRemoteError;
+  }
+  return ncclSuccess;
+}
+
 class ShmSend final : public SendChannel {
  public:
-  ShmSend(RingHeader* ring, char* data, size_t cap, Doorbell* peerBell, int peerRank)
-      : ring_(ring), data_(data), cap_(cap), peerBell_(peerBell), peerRank_(peerRank),
-        tail_(ring->tail.load(std::memory_order_relaxed)) {}
+  ShmSend(RingHeader* ring, char* data, size_t cap, const SegmentHeader* peer, int peerRank)
+      : ring_(ring), data_(data), cap_(cap), peer_(peer), peerBell_(const_cast<Doorbell*>(&peer->bell)),
+        peerRank_(peerRank), tail_(ring->tail.load(std::memory_order_relaxed)) {}
   ncclResult_t acquire(void** buf, size_t* avail) override {
     uint64_t head = ring_->head.load(std::memory_order_acquire);
     size_t free = cap_ - (tail_ - head);
     size_t off = tail_ & (cap_ - 1);
     *buf = data_ + off;
     *avail = free < cap_ - off ? free : cap_ - off;
-    if (*avail == 0 && ring_->closed.load(std::memory_order_acquire)) return closedError(*ring_, peerRank_, "to");
+    if (*avail == 0) return checkPeerLeft(*ring_, *peer_, peerRank_, "to");
     return ncclSuccess;
   }
   void commit(size_t n) override {
@@ -113,6 +129,7 @@ class ShmSend final : public SendChannel {
   RingHeader* ring_;
   char* data_;
   size_t cap_;
+  const SegmentHeader* peer_;
   Doorbell* peerBell_;
   int peerRank_;
   uint64_t tail_;
@@ -120,16 +137,16 @@ class ShmSend final : public SendChannel {
 
 class ShmRecv final : public RecvChannel {
  public:
-  ShmRecv(RingHeader* ring, const char* data, size_t cap, Doorbell* peerBell, int peerRank)
-      : ring_(ring), data_(data), cap_(cap), peerBell_(peerBell), peerRank_(peerRank),
-        head_(ring->head.load(std::memory_order_relaxed)) {}
+  ShmRecv(RingHeader* ring, const char* data, size_t cap, const SegmentHeader* peer, int peerRank)
+      : ring_(ring), data_(data), cap_(cap), peer_(peer), peerBell_(const_cast<Doorbell*>(&peer->bell)),
+        peerRank_(peerRank), head_(ring->head.load(std::memory_order_relaxed)) {}
   ncclResult_t peek(const void** buf, size_t* avail) override {
     uint64_t tail = ring_->tail.load(std::memory_order_acquire);
     size_t ready = tail - head_;
     size_t off = head_ & (cap_ - 1);
     *buf = data_ + off;
     *avail = ready < cap_ - off ? ready : cap_ - off;
-    if (*avail == 0 && ring_->closed.load(std::memory_order_acquire)) return closedError(*ring_, peerRank_, "from");
+    if (*avail == 0) return checkPeerLeft(*ring_, *peer_, peerRank_, "from");
     return ncclSuccess;
   }
   void release(size_t n) override {
@@ -143,6 +160,7 @@ class ShmRecv final : public RecvChannel {
   RingHeader* ring_;
   const char* data_;
   size_t cap_;
+  const SegmentHeader* peer_;
   Doorbell* peerBell_;
   int peerRank_;
   uint64_t head_;
@@ -155,9 +173,9 @@ class ShmConnection final : public PeerConnection {
                 Doorbell* myBell, int peerRank)
       : peerHeader_(std::move(peerHeader)), outSlot_(std::move(outSlot)),
         outRing_(reinterpret_cast<RingHeader*>(outSlot_->at(0))), inRing_(reinterpret_cast<RingHeader*>(inSlot)),
-        peerBell_(&reinterpret_cast<SegmentHeader*>(peerHeader_->at(0))->bell), myBell_(myBell),
-        send_(outRing_, outSlot_->at(kPage), cap, peerBell_, peerRank),
-        recv_(inRing_, inSlot + kPage, cap, peerBell_, peerRank) {}
+        peerBell_(&reinterpret_cast<SegmentHeader*>(peerHeader_->at(0))->bell), myBell_(myBell), peerRank_(peerRank),
+        send_(outRing_, outSlot_->at(kPage), cap, peerSegment(), peerRank),
+        recv_(inRing_, inSlot + kPage, cap, peerSegment(), peerRank) {}
   SendChannel* send() override { return &send_; }
   RecvChannel* recv() override { return &recv_; }
   void close(int culprit) override { mark(culprit >= 0 ? static_cast<uint32_t>(culprit) + 2 : 1); }
@@ -169,6 +187,7 @@ class ShmConnection final : public PeerConnection {
     ringDoorbell(myBell_);
   }
   int reportedCulprit() const override {
+    if (peerSegment()->departed.load(std::memory_order_acquire)) return peerRank_;
     for (RingHeader* r : {inRing_, outRing_}) {
       uint32_t v = r->closed.load(std::memory_order_acquire);
       if (v & kDeparted) return static_cast<int>(v & ~kDeparted);
@@ -179,12 +198,14 @@ class ShmConnection final : public PeerConnection {
   const char* transportName() const override { return "SHM"; }
 
  private:
+  const SegmentHeader* peerSegment() const { return reinterpret_cast<const SegmentHeader*>(peerHeader_->at(0)); }
   std::unique_ptr<Mapping> peerHeader_;
   std::unique_ptr<Mapping> outSlot_;
   RingHeader* outRing_;
   RingHeader* inRing_;
   Doorbell* peerBell_;
   Doorbell* myBell_;
+  int peerRank_;
   ShmSend send_;
   ShmRecv recv_;
 };
@@ -260,6 +281,10 @@ ncclResult_t ShmTransport::connect(TransportSetup& ctx, int peer, std::unique_pt
   *out = std::make_unique<ShmConnection>(std::move(header), std::move(slot), own_->at(slotOffset(peer, ringBytes_)),
                                          ringBytes_, sharedBell(), peer);
   return ncclSuccess;
+}
+
+void ShmTransport::depart() {
+  if (own_) reinterpret_cast<SegmentHeader*>(own_->at(0))->departed.store(1, std::memory_order_release);
 }
 
 size_t ShmTransport::residentBytes() const {

@@ -26,6 +26,7 @@ class ShmTransport final : public Transport {
   ncclResult_t setup(TransportSetup&, const std::vector<int>&) override { return ncclSuccess; }
   ncclResult_t connect(TransportSetup& ctx, int peer, std::unique_ptr<PeerConnection>* out) override;
   RingMemory ringMemory() const override { return RingMemory::HostShared; }
+  void depart() override;
 
   // Bytes of memory this rank's segment holds now (pages touched), for tests and INFO.
   size_t residentBytes() const;
