@@ -17,6 +17,21 @@ static_assert(sizeof(ncclNet_v11_t) == 22 * sizeof(void*));
 static_assert(sizeof(ncclNet_v10_t) == 20 * sizeof(void*));
 static_assert(offsetof(ncclNet_v11_t, setNetAttr) == 21 * sizeof(void*));
 static_assert(sizeof(ncclCollNet_v11_t) == 19 * sizeof(void*));
+// The older tables ACCL loads (v9..v6): member counts and the property layouts they differ by.
+static_assert(sizeof(ncclNet_v9_t) == 20 * sizeof(void*));
+static_assert(sizeof(ncclNet_v8_t) == 19 * sizeof(void*));
+static_assert(sizeof(ncclNet_v7_t) == 19 * sizeof(void*));
+static_assert(sizeof(ncclNet_v6_t) == 17 * sizeof(void*));
+static_assert(offsetof(ncclNet_v9_t, makeVDevice) == 19 * sizeof(void*));
+static_assert(offsetof(ncclNet_v6_t, closeListen) == 16 * sizeof(void*));
+static_assert(sizeof(ncclNetProperties_v9_t) == 104);
+static_assert(offsetof(ncclNetProperties_v8_t, regIsGlobal) == 28);
+static_assert(offsetof(ncclNetProperties_v8_t, netDeviceVersion) == 56);
+static_assert(sizeof(ncclNetProperties_v8_t) == 64);
+static_assert(offsetof(ncclNetProperties_v7_t, speed) == 28);
+static_assert(sizeof(ncclNetProperties_v7_t) == 56);
+static_assert(offsetof(ncclNetProperties_v6_t, maxRecvs) == 44);
+static_assert(sizeof(ncclNetProperties_v6_t) == 48);
 
 TEST(NetPluginAbi, StructLayoutsMatchNcclsPluginAbi) {
   ncclNetAttr_v11_t attr = NCCL_NET_ATTR_INIT;
