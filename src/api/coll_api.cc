@@ -118,7 +118,7 @@ ncclResult_t record(const Call& c) {
   op->kind = c.kind;
   op->count = c.count;
   op->type = type;
-  op->root = c.root;
+  (c.kind == OpKind::Send || c.kind == OpKind::Recv ? op->peer : op->root) = c.root;  // the call's root-or-peer
   op->stream = c.stream;
   if (hasReduction(c.kind)) {
     if (c.op < 0) {

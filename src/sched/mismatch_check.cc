@@ -10,7 +10,7 @@ constexpr uint64_t kP2pMagic = 0x4143434c50325031ull;          // "ACCLP2P1"
 Fingerprint::Call callOf(const OpDesc& op) {
   Fingerprint::Call c{};
   c.count = op.count;
-  c.root = op.root;
+  c.root = op.isP2p() ? op.peer : op.root;  // on the wire: the root, or the peer of a Send/Recv
   c.kind = static_cast<uint8_t>(op.kind);
   c.type = static_cast<uint8_t>(op.type);
   c.red = static_cast<uint8_t>(op.red);
@@ -43,7 +43,7 @@ bool sameCalls(const Fingerprint& a, const Fingerprint& b) {
 class CheckedRecv final : public StepSource {
  public:
   CheckedRecv(const OpDesc& op, std::string* mismatch, std::string* broken)
-      : peer_(op.root), dst_(static_cast<char*>(op.recvbuff)),
+      : peer_(op.peer), dst_(static_cast<char*>(op.recvbuff)),
         posted_(op.count * dev::typeSize(op.type)), call_(op.describe()), mismatch_(mismatch), broken_(broken) {}
   bool next(Step* out) override {
     CollArgs bytes;  // int8 steps: the sender's size need not be a multiple of our type

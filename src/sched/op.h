@@ -25,10 +25,12 @@ struct OpDesc {
   bool preMul = false;
   alignas(8) unsigned char scalar[8] = {};  // PreMulSum, host-immediate
   const void* deviceScalar = nullptr;       // PreMulSum, read when the op runs
-  int root = -1;                            // root, or peer for Send/Recv
+  int root = -1;                            // rooted collectives; -1 otherwise
+  int peer = -1;                            // Send/Recv; -1 otherwise
   std::shared_ptr<Comm> comm;
   cudaStream_t stream = nullptr;
-  std::string describe() const { return describeCall(kind, count, type, red, avg, preMul, root); }
+  bool isP2p() const { return kind == OpKind::Send || kind == OpKind::Recv; }
+  std::string describe() const { return describeCall(kind, count, type, red, avg, preMul, isP2p() ? peer : root); }
 };
 
 }  // namespace accl

@@ -176,7 +176,7 @@ ncclResult_t addPointToPoint(CommWork& w, std::vector<Lane>& lanes, const std::v
   }
   for (OpDesc* op : p2p) {
     const size_t bytes = op->count * dev::typeSize(op->type);
-    if (op->root == op->comm->rank) {
+    if (op->peer == op->comm->rank) {
       (op->kind == OpKind::Send ? selfSends : selfRecvs).push_back(op);
       continue;
     }
@@ -185,13 +185,13 @@ ncclResult_t addPointToPoint(CommWork& w, std::vector<Lane>& lanes, const std::v
         P2pHeader h = p2pHeader(bytes);
         w.scratch.push_back(std::make_unique<char[]>(sizeof(h)));
         std::memcpy(w.scratch.back().get(), &h, sizeof(h));
-        list(sends, op->root).push(sendStep(CollArgs{}, op->root, w.scratch.back().get(), sizeof(h)));
+        list(sends, op->peer).push(sendStep(CollArgs{}, op->peer, w.scratch.back().get(), sizeof(h)));
       }
-      list(sends, op->root).push(sendStep(args(*op), op->root, static_cast<const char*>(op->sendbuff), bytes));
+      list(sends, op->peer).push(sendStep(args(*op), op->peer, static_cast<const char*>(op->sendbuff), bytes));
     } else if (checked) {
-      checkedRecvs[op->root].push_back(makeCheckedRecv(*op, &w.p2pMismatch, &w.p2pBroken));
+      checkedRecvs[op->peer].push_back(makeCheckedRecv(*op, &w.p2pMismatch, &w.p2pBroken));
     } else {
-      list(recvs, op->root).push(recvStep(args(*op), op->root, static_cast<char*>(op->recvbuff), bytes));
+      list(recvs, op->peer).push(recvStep(args(*op), op->peer, static_cast<char*>(op->recvbuff), bytes));
     }
   }
   if (selfSends.size() != selfRecvs.size()) {
