@@ -1,5 +1,7 @@
 // Entry points that create communicators.
 #include <algorithm>
+#include <cstdio>
+#include <string>
 #include <vector>
 #include "api/api.h"
 #include "api/comm_create.h"
@@ -7,6 +9,20 @@
 #include "sched/group.h"
 
 using namespace accl;
+
+namespace {
+
+// Names a communicator made from `parent` (shown if a rank reaches the wrong rendezvous).
+std::string childLabel(const char* how, const Comm& parent, int color) {
+  std::string what = how;
+  if (color >= 0) what += " colour " + std::to_string(color);
+  char text[kUniqueIdLabelBytes];
+  snprintf(text, sizeof(text), "%s of comm %016llx (%d ranks)", what.c_str(),
+           static_cast<unsigned long long>(parent.nonce), parent.nranks);
+  return text;
+}
+
+}  // namespace
 
 NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
   if (uniqueId == nullptr) {
@@ -54,7 +70,7 @@ NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
     }
   }
   ncclUniqueId id;
-  NCCLCHECK(bootstrapGetUniqueId(&id));
+  NCCLCHECK(bootstrapNewUniqueId(&id, "ncclCommInitAll of " + std::to_string(ndev) + " ranks"));
   groupStart();
   ncclResult_t first = ncclSuccess;
   for (int i = 0; i < ndev; i++) {
@@ -90,8 +106,9 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
     if (all[r].color == color) members.push_back(r);
   std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[a].key < all[b].key; });
   // The first member of each colour creates the new rendezvous; a second round shares it.
+  // Never the NCCL_COMM_ID one: that names only the job's first communicator.
   const bool leader = color != NCCL_SPLIT_NOCOLOR && members.front() == parent->rank;
-  if (leader) NCCLCHECK(bootstrapGetUniqueId(&all[parent->rank].id));
+  if (leader) NCCLCHECK(bootstrapNewUniqueId(&all[parent->rank].id, childLabel("ncclCommSplit", *parent, color)));
   NCCLCHECK(parent->bootstrap->allGather(all.data(), sizeof(Entry)));
   if (color == NCCL_SPLIT_NOCOLOR) {
     *newcomm = nullptr;
@@ -144,7 +161,7 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, i
   ncclUniqueId id;
   const int tag = 0x5348524b;  // "SHRK"
   if (survivors.front() == parent->rank) {
-    NCCLCHECK(bootstrapGetUniqueId(&id));
+    NCCLCHECK(bootstrapNewUniqueId(&id, childLabel("ncclCommShrink", *parent, -1)));
     for (size_t i = 1; i < survivors.size(); i++) NCCLCHECK(parent->bootstrap->send(survivors[i], tag, &id, sizeof(id)));
   } else {
     NCCLCHECK(parent->bootstrap->recv(survivors.front(), tag, &id, sizeof(id)));

@@ -30,8 +30,9 @@ int msUntil(Clock::time_point t) {
 
 }  // namespace
 
-HandshakeAcceptor::HandshakeAcceptor(const net::Socket& listener, uint64_t magic, size_t headerSize, std::string what)
-    : listener_(listener), magic_(magic), headerSize_(headerSize), what_(std::move(what)) {
+HandshakeAcceptor::HandshakeAcceptor(const net::Socket& listener, uint64_t magic, size_t headerSize, std::string what,
+                                     bool passForeign)
+    : listener_(listener), magic_(magic), headerSize_(headerSize), what_(std::move(what)), passForeign_(passForeign) {
   // A connection reset between poll() and accept() must not block accept().
   int flags = fcntl(listener_.fd(), F_GETFL);
   if (flags >= 0) fcntl(listener_.fd(), F_SETFL, flags | O_NONBLOCK);
@@ -75,7 +76,7 @@ bool HandshakeAcceptor::readSome(Pending& p, bool* complete) {
   if (before < sizeof(uint64_t) && p.got >= sizeof(uint64_t)) {
     uint64_t magic;
     std::memcpy(&magic, p.buf.data(), sizeof(magic));
-    if (magic != magic_) {
+    if (magic != magic_ && !passForeign_) {
       WARN("%s: dropped connection from %s: wrong magic 0x%016" PRIx64 " (not this job)", what_.c_str(),
            p.from.c_str(), magic);
       return true;

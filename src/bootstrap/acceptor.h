@@ -20,7 +20,10 @@ class HandshakeAcceptor {
   };
 
   // `listener` must outlive the acceptor; `what` names it in logs ("bootstrap root").
-  HandshakeAcceptor(const net::Socket& listener, uint64_t magic, size_t headerSize, std::string what);
+  // passForeign: hand back complete first messages with another magic too (the root answers
+  // them with a refusal that names both communicators); otherwise they are dropped at once.
+  HandshakeAcceptor(const net::Socket& listener, uint64_t magic, size_t headerSize, std::string what,
+                    bool passForeign = false);
   // Stray connections still queued or half-read are dropped and logged here, so every one is
   // logged at the latest when its listener goes away.
   ~HandshakeAcceptor();
@@ -47,6 +50,7 @@ class HandshakeAcceptor {
   uint64_t magic_;
   size_t headerSize_;
   std::string what_;
+  bool passForeign_;
   std::vector<Pending> pending_;
 };
 

@@ -5,11 +5,14 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 #include "nccl.h"
 #include "net/socket.h"
 
 namespace accl {
+
+inline constexpr size_t kUniqueIdLabelBytes = 80;
 
 // What an ncclUniqueId holds (fits in NCCL_UNIQUE_ID_BYTES). The root address is stored
 // compactly: a whole net::SockAddr (sockaddr_storage, 128 bytes) would not fit.
@@ -19,8 +22,12 @@ struct UniqueIdContents {
     sockaddr_in v4;
     sockaddr_in6 v6;
   } rootAddr;      // rendezvous root address; use root() / setRoot()
+  // What the id is for ("ncclGetUniqueId", "ncclCommSplit colour 1 of comm 0x..."): every
+  // joining rank presents it, so a rank that reaches another communicator's root is told both.
+  char label[kUniqueIdLabelBytes];
   net::SockAddr root() const;
   void setRoot(const net::SockAddr& addr);
+  void setLabel(const std::string& text);  // truncated to fit, always NUL-terminated
 };
 static_assert(sizeof(UniqueIdContents) <= NCCL_UNIQUE_ID_BYTES);
 
@@ -33,6 +40,10 @@ UniqueIdContents decodeUniqueId(const ncclUniqueId& id);
 // ncclGetUniqueId: with NCCL_COMM_ID set, encodes that address (no listener). Otherwise
 // starts a root listener thread on the selected interface that serves one rendezvous.
 ncclResult_t bootstrapGetUniqueId(ncclUniqueId* id);
+// A fresh rendezvous for a communicator made inside a running job (split, shrink, InitAll):
+// always a new root with a random magic, whatever NCCL_COMM_ID says (that names only the
+// first communicator's root). `label` says what it is for (shown when a wrong rank joins).
+ncclResult_t bootstrapNewUniqueId(ncclUniqueId* id, const std::string& label);
 
 class Bootstrap {
  public:

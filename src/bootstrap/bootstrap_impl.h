@@ -18,6 +18,7 @@ struct Bootstrap::Impl {
   int rank = 0;
   int nranks = 0;
   uint64_t magic = 0;
+  char label[kUniqueIdLabelBytes] = {};  // what the unique id is for (see UniqueIdContents)
   const std::atomic<int>* abortFlag = nullptr;  // the caller's flag, or ownAbort if none given
   std::atomic<int> ownAbort{0};
   std::atomic<bool> aborted{false};  // abort() was called

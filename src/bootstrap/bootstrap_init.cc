@@ -1,10 +1,12 @@
 // bootstrap_init.cc: Bootstrap::init, the rendezvous. Each rank opens a listener, tells the
 // root where it is, receives every rank's address, and connects its ring (rank -> rank+1).
+#include <cerrno>
 #include <cstring>
 #include "bootstrap/bootstrap_impl.h"
 #include "bootstrap/root.h"
 #include "base/check.h"
 #include "base/log.h"
+#include "base/param.h"
 #include "topo/ifaces.h"
 
 namespace accl {
@@ -24,12 +26,34 @@ std::string hostOnly(const net::SockAddr& addr) {
   return s;
 }
 
+// Connects to the root. The root of an id from ncclGetUniqueId listens from the moment the id
+// exists until its one rendezvous is complete, so a refusal means it is gone: fail at once
+// with the likely cause instead of retrying for a minute. (An NCCL_COMM_ID root is started by
+// rank 0 during init, so there a refusal is retried as NCCL does.)
+ncclResult_t connectRoot(Bootstrap::Impl& b, const net::SockAddr& root, net::Socket* sock) {
+  if (b.magic == kCommIdMagic) return net::connectTo(root, sock, b.abortFlag);
+  std::string why;
+  ncclResult_t res = net::connectWithin(root, sock, static_cast<int>(param::socketConnectTimeoutMsec()), &why,
+                                        b.abortFlag, /*retryRefused=*/false);
+  if (res == ncclSuccess || res == ncclInternalError) return res;
+  if (why == strerror(ECONNREFUSED)) {
+    WARN("Bootstrap: rank %d of %d: the bootstrap root %s of this unique id ('%s') refused the connection: it is "
+         "no longer listening. An id from ncclGetUniqueId serves exactly one communicator; make a new id for each "
+         "ncclCommInitRank (reused id?), and keep the process that made it alive until every rank has joined",
+         b.rank, b.nranks, root.str().c_str(), b.label);
+    return ncclInvalidUsage;
+  }
+  return net::connectTo(root, sock, b.abortFlag);  // slow or unreachable: NCCL's retry rules
+}
+
 // Joins the rendezvous: Hello to the root, then the table of all listeners.
 ncclResult_t rendezvous(Bootstrap::Impl& b, const net::SockAddr& root, const net::SockAddr& myAddr) {
   net::Socket sock;
-  NCCLCHECK(net::connectTo(root, &sock, b.abortFlag));
+  NCCLCHECK(connectRoot(b, root, &sock));
   std::string rootDesc = "bootstrap root " + root.str();
-  boot::Hello hello{b.magic, b.rank, b.nranks, myAddr};
+  boot::Hello hello{b.magic, b.rank, b.nranks, myAddr, {}};
+  static_assert(sizeof(hello.label) == kUniqueIdLabelBytes);
+  std::memcpy(hello.label, b.label, sizeof(hello.label));
   NCCLCHECK(net::sendAll(sock, &hello, sizeof(hello), rootDesc.c_str(), b.abortFlag));
   boot::RootReply reply{};
   NCCLCHECK(net::recvAll(sock, &reply, sizeof(reply), rootDesc.c_str(), b.abortFlag));
@@ -73,12 +97,20 @@ ncclResult_t initImpl(Bootstrap::Impl& b, const ncclUniqueId& id) {
     return ncclInvalidArgument;
   }
   b.magic = contents.magic;
+  contents.label[sizeof(contents.label) - 1] = '\0';
+  std::memcpy(b.label, contents.label, sizeof(b.label));
   if (contents.magic == kCommIdMagic && b.rank == 0) {
     // NCCL_COMM_ID: no process ran a root in ncclGetUniqueId; rank 0 serves it.
     net::Socket rootListener;
-    NCCLCHECK(net::listenOn(root, &rootListener, nullptr, 1024, kRootBindRetryMs));
+    if (net::listenOn(root, &rootListener, nullptr, 1024, kRootBindRetryMs) != ncclSuccess) {
+      WARN("Bootstrap: rank 0 cannot serve NCCL_COMM_ID=%s: another process holds that address. Either two "
+           "processes were started as rank 0 of this job (check the launcher's rank assignment), or another job "
+           "or service uses the port: give each job its own NCCL_COMM_ID port",
+           root.str().c_str());
+      return ncclInvalidUsage;
+    }
     INFO(kSubsysBootstrap | kSubsysInit, "Bootstrap root listening on %s (NCCL_COMM_ID)", root.str().c_str());
-    boot::startRootThread(std::move(rootListener), b.magic);
+    boot::startRootThread(std::move(rootListener), b.magic, b.label);
   }
 
   topo::NetIf nif;

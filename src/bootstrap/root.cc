@@ -20,11 +20,16 @@ constexpr int kReplyTimeoutMs = 30 * 1000;
 // After a failed rendezvous, late ranks still get the error for this long (instead of
 // retrying a closed port for a minute).
 constexpr int kFailedLingerMs = 10 * 1000;
+// A refusal goes to a connection that may be a stray: never wait long for it to read.
+constexpr int kRefusalTimeoutMs = 1000;
 
 class RootServer {
  public:
-  RootServer(net::Socket listener, uint64_t magic)
-      : listener_(std::move(listener)), magic_(magic), acceptor_(listener_, magic, sizeof(Hello), "Bootstrap root") {}
+  RootServer(net::Socket listener, uint64_t magic, std::string label)
+      : listener_(std::move(listener)),
+        magic_(magic),
+        label_(std::move(label)),
+        acceptor_(listener_, magic, sizeof(Hello), "Bootstrap root", true) {}
 
   void run() {
     for (;;) {
@@ -42,7 +47,7 @@ class RootServer {
       Hello hello;
       std::string bad = decodeHello(arrival.header.data(), arrival.header.size(), magic_, &hello);
       if (!bad.empty()) {
-        WARN("Bootstrap root: dropped connection from %s: %s", arrival.from.c_str(), bad.c_str());
+        refuseForeign(arrival, bad);
         continue;
       }
       if (!error_.empty()) {
@@ -99,6 +104,25 @@ class RootServer {
     return "";
   }
 
+  // A connection with another magic: a rank whose unique id is for another communicator (or a
+  // stray). Logged and, if it sent a whole hello, told where it is and what it asked for.
+  void refuseForeign(const HandshakeAcceptor::Arrival& arrival, const std::string& bad) {
+    std::string theirs = bad.rfind("wrong magic", 0) == 0 ? foreignHelloLabel(arrival.header.data(), arrival.header.size())
+                                                          : std::string();
+    if (theirs.empty()) {
+      WARN("Bootstrap root for %s: dropped connection from %s: %s", label_.c_str(), arrival.from.c_str(), bad.c_str());
+      return;
+    }
+    std::string why = "joined the wrong rendezvous: its unique id is for '" + theirs + "', but " + arrival.from +
+                      " reached the root of '" + label_ + "'";
+    WARN("Bootstrap root for %s: dropped connection from %s: %s (a rank that %s)", label_.c_str(), arrival.from.c_str(),
+         bad.c_str(), why.c_str());
+    RootReply r{};
+    r.status = ncclInvalidUsage;
+    snprintf(r.message, sizeof(r.message), "this rank %s", why.c_str());
+    (void)net::sendAll(arrival.sock, &r, sizeof(r), arrival.from.c_str(), nullptr, kRefusalTimeoutMs);
+  }
+
   // Tells every rank that joined (and the offender) why the rendezvous failed.
   void fail(const std::string& problem, net::Socket offender, int offenderRank) {
     WARN("Bootstrap root: rendezvous failed: %s", problem.c_str());
@@ -133,6 +157,7 @@ class RootServer {
 
   net::Socket listener_;
   uint64_t magic_;
+  std::string label_;
   HandshakeAcceptor acceptor_;
   int nranks_ = -1;
   int maxNranksSeen_ = 0;
@@ -146,9 +171,9 @@ class RootServer {
 
 }  // namespace
 
-void startRootThread(net::Socket listener, uint64_t magic) {
-  std::thread([listener = std::move(listener), magic]() mutable {
-    RootServer(std::move(listener), magic).run();
+void startRootThread(net::Socket listener, uint64_t magic, const std::string& label) {
+  std::thread([listener = std::move(listener), magic, label]() mutable {
+    RootServer(std::move(listener), magic, label).run();
   }).detach();
 }
 

@@ -2,13 +2,16 @@
 // sends each rank the table of all listen addresses and exits. Serves exactly one rendezvous.
 #pragma once
 #include <cstdint>
+#include <string>
 #include "net/socket.h"
 
 namespace accl::boot {
 
 // Runs the root on a detached thread that owns `listener`. It gives up (closing every
 // connection, so waiting ranks fail) after kRootIdleTimeoutMs without a new rank.
-void startRootThread(net::Socket listener, uint64_t magic);
+// `label` says which communicator the root is for: a rank whose id names another one (wrong
+// magic) is refused with a reply naming both.
+void startRootThread(net::Socket listener, uint64_t magic, const std::string& label);
 
 constexpr int kRootIdleTimeoutMs = 10 * 60 * 1000;
 

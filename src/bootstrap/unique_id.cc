@@ -20,6 +20,11 @@ net::SockAddr UniqueIdContents::root() const {
   return addr;
 }
 
+void UniqueIdContents::setLabel(const std::string& text) {
+  std::memset(label, 0, sizeof(label));
+  std::memcpy(label, text.data(), std::min(text.size(), sizeof(label) - 1));
+}
+
 void UniqueIdContents::setRoot(const net::SockAddr& addr) {
   std::memset(&rootAddr, 0, sizeof(rootAddr));
   std::memcpy(&rootAddr, &addr.ss, std::min<size_t>(addr.len, sizeof(rootAddr)));
@@ -55,22 +60,15 @@ ncclResult_t randomMagic(uint64_t* magic) {
 
 }  // namespace
 
-ncclResult_t bootstrapGetUniqueId(ncclUniqueId* id) {
+namespace {
+
+// A new root listener on the bootstrap interface, served by its own thread until one
+// rendezvous is complete.
+ncclResult_t startFreshRoot(const std::string& label, ncclUniqueId* id) {
   UniqueIdContents contents{};
-  std::string commId = param::commId();
-  if (commId.size() > 1) {
-    // Every rank can compute this id itself; rank 0 starts the root at init.
-    net::SockAddr root;
-    ncclResult_t res = net::parseHostPort(commId.c_str(), &root);
-    if (res != ncclSuccess) return res;
-    contents.magic = kCommIdMagic;
-    contents.setRoot(root);
-    INFO(kSubsysBootstrap | kSubsysInit, "Bootstrap: unique id from NCCL_COMM_ID=%s", commId.c_str());
-    *id = encodeUniqueId(contents);
-    return ncclSuccess;
-  }
   ncclResult_t res = randomMagic(&contents.magic);
   if (res != ncclSuccess) return res;
+  contents.setLabel(label);
   topo::NetIf nif;
   std::string reason;
   res = topo::selectBootstrapInterface(&nif, &reason);
@@ -80,10 +78,33 @@ ncclResult_t bootstrapGetUniqueId(ncclUniqueId* id) {
   res = net::listenOn(nif.addr, &listener, &bound);
   if (res != ncclSuccess) return res;
   contents.setRoot(bound);
-  INFO(kSubsysBootstrap | kSubsysInit, "Bootstrap root listening on %s via %s", bound.str().c_str(), reason.c_str());
-  boot::startRootThread(std::move(listener), contents.magic);
+  INFO(kSubsysBootstrap | kSubsysInit, "Bootstrap root for %s listening on %s via %s", contents.label,
+       bound.str().c_str(), reason.c_str());
+  boot::startRootThread(std::move(listener), contents.magic, contents.label);
   *id = encodeUniqueId(contents);
   return ncclSuccess;
 }
+
+}  // namespace
+
+ncclResult_t bootstrapGetUniqueId(ncclUniqueId* id) {
+  std::string commId = param::commId();
+  if (commId.size() > 1) {
+    // Every rank can compute this id itself; rank 0 starts the root at init.
+    UniqueIdContents contents{};
+    net::SockAddr root;
+    ncclResult_t res = net::parseHostPort(commId.c_str(), &root);
+    if (res != ncclSuccess) return res;
+    contents.magic = kCommIdMagic;
+    contents.setRoot(root);
+    contents.setLabel("NCCL_COMM_ID=" + commId);
+    INFO(kSubsysBootstrap | kSubsysInit, "Bootstrap: unique id from NCCL_COMM_ID=%s", commId.c_str());
+    *id = encodeUniqueId(contents);
+    return ncclSuccess;
+  }
+  return startFreshRoot("ncclGetUniqueId", id);
+}
+
+ncclResult_t bootstrapNewUniqueId(ncclUniqueId* id, const std::string& label) { return startFreshRoot(label, id); }
 
 }  // namespace accl

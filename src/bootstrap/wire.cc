@@ -50,11 +50,23 @@ std::string decodeHello(const void* data, size_t size, uint64_t magic, Hello* ou
   std::string why = copyExact(data, size, out, "hello");
   if (why.empty()) why = checkMagic(out->magic, magic);
   if (!why.empty()) return why;
+  out->label[sizeof(out->label) - 1] = '\0';
   // Rank and nranks are checked by the root against the other ranks (it tells them why).
   if (!validPeerAddress(out->listenAddr)) {
     return format("rank %lld sent an unusable listen address (family %lld)", out->rank, out->listenAddr.family());
   }
   return "";
+}
+
+std::string foreignHelloLabel(const void* data, size_t size) {
+  Hello hello;
+  if (!copyExact(data, size, &hello, "hello").empty()) return "";
+  std::string label;
+  for (char c : hello.label) {
+    if (c == '\0') break;
+    label += c >= 0x20 && c < 0x7f ? c : '?';
+  }
+  return label;
 }
 
 std::string decodeHandshake(const void* data, size_t size, uint64_t magic, int nranks, int selfRank,

@@ -23,6 +23,7 @@ struct Hello {
   int32_t rank;
   int32_t nranks;
   net::SockAddr listenAddr;  // where this rank accepts ring and point-to-point connections
+  char label[80];            // the label of the rank's unique id (UniqueIdContents::label)
 };
 
 // Root's answer; on success followed by nranks net::SockAddr (every rank's listen address).
@@ -58,6 +59,9 @@ constexpr uint64_t kMaxP2pMessageBytes = uint64_t(1) << 30;
 // An address another rank can connect to: AF_INET/AF_INET6 with the matching length, port != 0.
 bool validPeerAddress(const net::SockAddr& addr);
 std::string decodeHello(const void* data, size_t size, uint64_t magic, Hello* out);
+// A hello from a rank whose id has another magic: the label it presents, printable only
+// ("" if the bytes are not a hello at all), so the root can tell it where it went wrong.
+std::string foreignHelloLabel(const void* data, size_t size);
 // nranks: the communicator's size (the sender's rank must be in range and not `selfRank`).
 std::string decodeHandshake(const void* data, size_t size, uint64_t magic, int nranks, int selfRank,
                             Handshake* out);

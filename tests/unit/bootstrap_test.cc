@@ -338,3 +338,56 @@ TEST(Bootstrap, RecvTooSmallForTheMessageIsAnError) {
   ASSERT_EQ(ranks[0]->send(1, 3, big, sizeof(big)), ncclSuccess);
   EXPECT_EQ(ranks[1]->recv(0, 3, &small, sizeof(small)), ncclInvalidUsage);
 }
+
+// A rank whose id belongs to another communicator than the root it reached (here: colour 0's
+// magic and label with colour 1's root address) is refused with a message naming both.
+TEST(Bootstrap, ARankThatReachesAnotherCommunicatorsRootIsToldBoth) {
+  ncclUniqueId colour0, colour1;
+  ASSERT_EQ(bootstrapNewUniqueId(&colour0, "split colour 0 of comm 1234"), ncclSuccess);
+  ASSERT_EQ(bootstrapNewUniqueId(&colour1, "split colour 1 of comm 1234"), ncclSuccess);
+  UniqueIdContents wrong = decodeUniqueId(colour0);
+  wrong.setRoot(decodeUniqueId(colour1).root());
+  std::unique_ptr<Bootstrap> b;
+  auto start = Clock::now();
+  EXPECT_EQ(Bootstrap::init(encodeUniqueId(wrong), 0, 1, nullptr, &b), ncclInvalidUsage);
+  EXPECT_LT(msSince(start), 3000);
+  std::string text = lastErrorText();
+  EXPECT_NE(text.find("wrong rendezvous"), std::string::npos) << text;
+  EXPECT_NE(text.find("'split colour 0 of comm 1234'"), std::string::npos) << text;
+  EXPECT_NE(text.find("'split colour 1 of comm 1234'"), std::string::npos) << text;
+  // Both roots still serve their own ranks.
+  initRanks(colour0, 1);
+  initRanks(colour1, 1);
+}
+
+// Ids made inside a job never reuse the NCCL_COMM_ID root: each has its own root and magic.
+TEST(Bootstrap, IdsMadeInsideAJobIgnoreNcclCommId) {
+  setenv("NCCL_COMM_ID", ("127.0.0.1:" + std::to_string(freeLoopbackPort())).c_str(), 1);
+  ncclUniqueId a, b;
+  ASSERT_EQ(bootstrapNewUniqueId(&a, "a"), ncclSuccess);
+  ASSERT_EQ(bootstrapNewUniqueId(&b, "b"), ncclSuccess);
+  unsetenv("NCCL_COMM_ID");
+  EXPECT_NE(decodeUniqueId(a).magic, kCommIdMagic);
+  EXPECT_NE(decodeUniqueId(a).magic, decodeUniqueId(b).magic);
+  EXPECT_NE(decodeUniqueId(a).root().str(), decodeUniqueId(b).root().str());
+  initRanks(a, 2);
+  initRanks(b, 2);
+}
+
+// An id from ncclGetUniqueId serves one communicator; reusing it fails at once with a hint.
+TEST(Bootstrap, ReusingAUniqueIdFailsFastWithAHint) {
+  ncclUniqueId id;
+  ASSERT_EQ(bootstrapGetUniqueId(&id), ncclSuccess);
+  { Ranks first = initRanks(id, 2); }
+  std::unique_ptr<Bootstrap> b;
+  auto start = Clock::now();
+  ncclResult_t res = ncclSuccess;
+  for (int attempt = 0; attempt < 50 && res != ncclInvalidUsage; attempt++) {
+    // The root closes its listener right after the first rendezvous; give it that moment.
+    res = Bootstrap::init(id, 0, 2, nullptr, &b);
+  }
+  EXPECT_EQ(res, ncclInvalidUsage);
+  EXPECT_LT(msSince(start), 5000);
+  EXPECT_NE(std::string(lastErrorText()).find("serves exactly one communicator"), std::string::npos)
+      << lastErrorText();
+}
