@@ -40,7 +40,8 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   // naming the interfaces that exist, rather than later in the rendezvous.
   std::vector<topo::NetIf> ifs;
   std::string why;
-  NCCLCHECK(topo::selectInterfaces(&ifs, 1, &why));
+  net::SockAddr rendezvous = decodeUniqueId(id).root();
+  NCCLCHECK(topo::selectInterfaces(&ifs, 1, &why, rendezvous.len != 0 ? &rendezvous : nullptr));
   INFO(kSubsysNet | kSubsysInit, "rank %d: data interface %s (%s): %s", rank, ifs[0].name.c_str(),
        ifs[0].addr.str().c_str(), why.c_str());
   NCCLCHECK(Bootstrap::init(id, rank, nranks, &c->abortFlag, &c->bootstrap));

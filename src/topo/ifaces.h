@@ -32,7 +32,10 @@ bool matchesSpec(const IfnameSpec& spec, const std::string& ifname);
 // Selects up to maxIfs interfaces for the current environment. `reason` (optional) receives
 // a one-line explanation ("NCCL_SOCKET_IFNAME=eth0 matched eth0", "hpn0 preferred: ...").
 // No match -> ncclInvalidUsage with a WARN listing the interfaces that exist.
-ncclResult_t selectInterfaces(std::vector<NetIf>* out, int maxIfs, std::string* reason = nullptr);
+// `rendezvous` (optional): the root address of the communicator's unique id; when it is not
+// loopback (or, without it, NCCL_COMM_ID is set and not loopback) the job spans hosts.
+ncclResult_t selectInterfaces(std::vector<NetIf>* out, int maxIfs, std::string* reason = nullptr,
+                              const net::SockAddr* rendezvous = nullptr);
 
 // The same rules applied to an explicit interface list and explicit settings (what
 // selectInterfaces reads from getifaddrs and the environment), so they can be tested.
@@ -41,12 +44,17 @@ struct SelectionInputs {
   std::string ifname;             // NCCL_SOCKET_IFNAME
   std::string family;             // NCCL_SOCKET_FAMILY
   std::string commId;             // NCCL_COMM_ID
+  // The rendezvous is not on loopback, so ranks may be on other hosts: an exclusion list
+  // ("^hpn") then never selects a loopback interface while another one is usable.
+  bool spansHosts = false;
 };
 ncclResult_t selectFrom(const SelectionInputs& in, int maxIfs, std::vector<NetIf>* out,
                         std::string* reason = nullptr);
 
 // True if `addr` lies in the IP subnet of `nif` (same family, same prefixLen leading bits).
 bool sameSubnet(const NetIf& nif, const net::SockAddr& addr);
+// 127.0.0.0/8, ::1 or an IPv4-mapped loopback address.
+bool isLoopback(const net::SockAddr& addr);
 
 // The interface bootstrap listens on: with NCCL_COMM_ID set, the running interface on that
 // address's subnet (as NCCL does; none -> ncclSystemError); else selectInterfaces(.., 1, ..).

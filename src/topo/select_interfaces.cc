@@ -1,5 +1,6 @@
 // select_interfaces.cc: which interfaces ACCL uses. NCCL_SOCKET_IFNAME as NCCL applies it;
 // when unset, ACCL's HPN rule first, then NCCL's default order (first step with a match wins).
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <algorithm>
 #include <cstring>
@@ -107,12 +108,29 @@ ncclResult_t selectFrom(const SelectionInputs& in, int maxIfs, std::vector<NetIf
   // NCCL counts a value of one character or less as unset.
   if (in.ifname.size() > 1) {
     chosen = pick(in, maxIfs, bySpec(in.ifname));
+    std::string skipped;
+    if (in.spansHosts && parseIfnameSpec(in.ifname).exclude) {
+      // NCCL would take lo here ("^hpn" admits it), which cannot reach another host.
+      auto notLoopback = [keep = bySpec(in.ifname)](const NetIf& nif) { return keep(nif) && !isLoopback(nif.addr); };
+      std::vector<NetIf> remote = pick(in, maxIfs, notLoopback);
+      if (!remote.empty() && describeChosen(remote) != describeChosen(chosen)) {
+        skipped = describeChosen(chosen);
+        chosen = std::move(remote);
+      }
+    }
+    if (!skipped.empty()) {
+      INFO(kSubsysNet | kSubsysInit,
+           "NCCL_SOCKET_IFNAME=%s: skipped %s (loopback) because the job spans hosts (the rendezvous address is "
+           "not loopback); using %s instead",
+           in.ifname.c_str(), skipped.c_str(), describeChosen(chosen).c_str());
+    }
     if (chosen.empty()) {
       WARN("NCCL_SOCKET_IFNAME=%s matches no usable interface; interfaces present: %s", in.ifname.c_str(),
            describePresent(in.interfaces).c_str());
       return ncclInvalidUsage;
     }
     why = "NCCL_SOCKET_IFNAME=" + in.ifname + " matched " + describeChosen(chosen);
+    if (!skipped.empty()) why += " (skipped loopback " + skipped + ": the job spans hosts)";
   } else {
     struct Step {
       std::function<bool(const NetIf&)> keep;
@@ -149,8 +167,27 @@ ncclResult_t selectFrom(const SelectionInputs& in, int maxIfs, std::vector<NetIf
   return ncclSuccess;
 }
 
-ncclResult_t selectInterfaces(std::vector<NetIf>* out, int maxIfs, std::string* reason) {
+bool isLoopback(const net::SockAddr& addr) {
+  if (addr.family() == AF_INET) {
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(&addr.ss)->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (addr.family() == AF_INET6) {
+    const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(&addr.ss)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&a)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127;
+  }
+  return false;
+}
+
+ncclResult_t selectInterfaces(std::vector<NetIf>* out, int maxIfs, std::string* reason,
+                              const net::SockAddr* rendezvous) {
   SelectionInputs in{listInterfaces(), param::socketIfname(), param::socketFamily(), param::commId()};
+  net::SockAddr commAddr;
+  if (rendezvous != nullptr) {
+    in.spansHosts = !isLoopback(*rendezvous);
+  } else if (in.commId.size() > 1 && net::parseHostPort(in.commId.c_str(), &commAddr) == ncclSuccess) {
+    in.spansHosts = !isLoopback(commAddr);
+  }
   return selectFrom(in, maxIfs, out, reason);
 }
 

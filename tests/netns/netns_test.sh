@@ -60,8 +60,10 @@ traffic_case() {
 for per_pod in 1 2; do
   traffic_case "unset" UNSET "$per_pod" hpn0
   traffic_case "=eth0" "=eth0" "$per_pod" eth0
-  # NCCL semantics: "^hpn" alone also admits lo, which getifaddrs lists first; exclude it too.
+  # "^hpn" alone also admits lo, which getifaddrs lists first and NCCL takes; ACCL skips it
+  # because the rendezvous (rank 0's eth0) is not loopback, so the job spans hosts.
   traffic_case "^hpn,lo" "^hpn,lo" "$per_pod" eth0
+  traffic_case "^hpn" "^hpn" "$per_pod" eth0
   traffic_case "eth" "eth" "$per_pod" eth0
 done
 

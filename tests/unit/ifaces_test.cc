@@ -269,3 +269,33 @@ TEST(HostIdentity, DefaultIsBootIdAndNetworkNamespace) {
   EXPECT_GT(std::stoull(id.substr(colon + 1)), 0u);
   EXPECT_EQ(hostHash(), hostHash());
 }
+
+// Two pods with eth0 and hpn0: "^hpn" admits lo, which getifaddrs lists first. NCCL takes it;
+// when the rendezvous address is not loopback the job spans hosts and lo cannot reach them.
+TEST(SelectInterfaces, ExclusionListSkipsLoopbackWhenTheJobSpansHosts) {
+  std::vector<NetIf> all{iface("lo", "127.0.0.1", true, 8), iface("eth0", "10.0.0.2"), iface("hpn0", "10.9.0.2")};
+  std::vector<NetIf> out;
+  std::string reason;
+  SelectionInputs multiHost{all, "^hpn", "", "10.0.0.1:2000", true};
+  ASSERT_EQ(selectFrom(multiHost, 1, &out, &reason), ncclSuccess);
+  EXPECT_EQ(namesOf(out), Names{"eth0"});
+  EXPECT_NE(reason.find("skipped loopback lo"), std::string::npos) << reason;
+  // On one host (loopback rendezvous) NCCL's choice stands; an include list is never changed.
+  EXPECT_EQ(select(all, "^hpn", "", "127.0.0.1:2000", 1), Names{"lo"});
+  SelectionInputs included{all, "lo", "", "10.0.0.1:2000", true};
+  ASSERT_EQ(selectFrom(included, 1, &out), ncclSuccess);
+  EXPECT_EQ(namesOf(out), Names{"lo"});
+  // Nothing but loopback left: lo it is.
+  SelectionInputs onlyLo{all, "^hpn,eth", "", "10.0.0.1:2000", true};
+  ASSERT_EQ(selectFrom(onlyLo, 1, &out), ncclSuccess);
+  EXPECT_EQ(namesOf(out), Names{"lo"});
+}
+
+TEST(SelectInterfaces, LoopbackAddressesAreRecognised) {
+  EXPECT_TRUE(isLoopback(iface("lo", "127.0.0.1").addr));
+  EXPECT_TRUE(isLoopback(iface("lo", "127.5.0.1").addr));
+  EXPECT_TRUE(isLoopback(iface("lo", "::1").addr));
+  EXPECT_TRUE(isLoopback(iface("lo", "::ffff:127.0.0.1").addr));
+  EXPECT_FALSE(isLoopback(iface("eth0", "10.0.0.2").addr));
+  EXPECT_FALSE(isLoopback(iface("eth0", "fd00::2").addr));
+}
