@@ -21,6 +21,10 @@ configure: $(BUILD)/CMakeCache.txt
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
+	@if grep -q '^ACCL_PERF_MPI:INTERNAL=OFF' $(BUILD)/CMakeCache.txt; then \
+	  echo '*** WARNING: built WITHOUT MPI (libopenmpi-dev not found): mpirun cannot start build/perf/*_perf.'; \
+	  echo '*** `make test` installs it; or run `make deps` (apt-get install libopenmpi-dev), then rm -rf $(BUILD) && make.'; \
+	fi
 
 run: deps build
 	@bash scripts/run-demo.sh $(BUILD)

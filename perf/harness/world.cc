@@ -58,6 +58,21 @@ std::string outOfBandAddress() {
   return std::string(id.substr(0, colon)) + ":" + std::to_string(port + 1);
 }
 
+const char* mpiLauncherVariable() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK", "MPI_LOCALNRANKS"}) {
+    if (const char* v = std::getenv(name); v && *v) return name;
+  }
+  return nullptr;
+}
+
+std::string mpiLaunchProblem(const char* launcherVariable, bool mpiBuilt, const std::string& outOfBandAddress) {
+  if (launcherVariable == nullptr || mpiBuilt || !outOfBandAddress.empty()) return "";
+  return std::string("started by an MPI launcher (") + launcherVariable +
+         " is set), but this build has no MPI support: CMake did not find MPI when it configured. Install it "
+         "(`make deps`, or `apt-get install libopenmpi-dev`), then reconfigure and rebuild (`rm -rf build && make`). "
+         "Without MPI, start the ranks with build/perf/accl-run -np N, or set NCCL_COMM_ID=host:port on every rank";
+}
+
 std::unique_ptr<World> makeSingleWorld() { return std::make_unique<SingleWorld>(); }
 
 std::unique_ptr<World> makeWorld(int* argc, char*** argv, std::string* error) {
@@ -65,6 +80,8 @@ std::unique_ptr<World> makeWorld(int* argc, char*** argv, std::string* error) {
     if (auto mpi = makeMpiWorld(argc, argv, error)) return mpi;
     if (!error->empty()) return nullptr;
   }
+  *error = mpiLaunchProblem(mpiLauncherVariable(), mpiSupportBuilt(), outOfBandAddress());
+  if (!error->empty()) return nullptr;
   const LaunchEnv env = readLaunchEnv();
   if (!env.present || env.size <= 1) return makeSingleWorld();
   if (env.rank < 0 || env.rank >= env.size) {

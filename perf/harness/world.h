@@ -46,5 +46,13 @@ std::unique_ptr<World> makeSingleWorld();
 std::unique_ptr<World> makeTcpWorld(const LaunchEnv& env, const std::string& address, std::string* error);
 std::unique_ptr<World> makeMpiWorld(int* argc, char*** argv, std::string* error);  // nullptr without MPI
 bool mpiLaunchDetected();
+// Whether this build has MPI support compiled in (CMake found MPI when it configured).
+bool mpiSupportBuilt();
+// The first variable an MPI launcher sets (mpirun/mpiexec of Open MPI, MPICH, PMIx) that is
+// present, or nullptr.
+const char* mpiLauncherVariable();
+// What to tell a user whose binary was started by an MPI launcher (`launcherVariable`) when
+// it cannot take part: no MPI support built and no NCCL_COMM_ID to meet by. "" when fine.
+std::string mpiLaunchProblem(const char* launcherVariable, bool mpiBuilt, const std::string& outOfBandAddress);
 
 }  // namespace accl::perf

@@ -42,6 +42,8 @@ class MpiWorld final : public World {
 
 }  // namespace
 
+bool mpiSupportBuilt() { return true; }
+
 bool mpiLaunchDetected() {
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
   return size && *size;
@@ -65,6 +67,7 @@ std::unique_ptr<World> makeMpiWorld(int* argc, char*** argv, std::string* error)
 
 #else
 
+bool mpiSupportBuilt() { return false; }
 bool mpiLaunchDetected() { return false; }
 std::unique_ptr<World> makeMpiWorld(int*, char***, std::string*) { return nullptr; }
 

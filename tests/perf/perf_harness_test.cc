@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
@@ -13,6 +14,7 @@
 #include "harness/data_pattern.h"
 #include "harness/datatype.h"
 #include "harness/json_report.h"
+#include "harness/world.h"
 #include "harness/options.h"
 #include "harness/sweep.h"
 #include "harness/table_format.h"
@@ -281,3 +283,25 @@ TEST(PerfJson, QuotesAndNumbers) {
 
 }  // namespace
 }  // namespace accl::perf
+
+TEST(PerfWorld, AnMpiLaunchWithoutMpiSupportSaysHowToGetIt) {
+  const std::string problem = accl::perf::mpiLaunchProblem("OMPI_COMM_WORLD_SIZE", false, "");
+  EXPECT_NE(problem.find("OMPI_COMM_WORLD_SIZE is set"), std::string::npos) << problem;
+  EXPECT_NE(problem.find("no MPI support"), std::string::npos) << problem;
+  EXPECT_NE(problem.find("libopenmpi-dev"), std::string::npos) << problem;
+  EXPECT_NE(problem.find("make deps"), std::string::npos) << problem;
+  // Fine: MPI built in, or an out-of-band address to meet by, or no MPI launcher at all.
+  EXPECT_EQ(accl::perf::mpiLaunchProblem("OMPI_COMM_WORLD_SIZE", true, ""), "");
+  EXPECT_EQ(accl::perf::mpiLaunchProblem("PMI_SIZE", false, "10.0.0.1:2001"), "");
+  EXPECT_EQ(accl::perf::mpiLaunchProblem(nullptr, false, ""), "");
+}
+
+TEST(PerfWorld, MpiLaunchersAreRecognisedByTheirVariables) {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"}) {
+    setenv(name, "2", 1);
+    const char* found = accl::perf::mpiLauncherVariable();
+    unsetenv(name);
+    ASSERT_NE(found, nullptr) << name;
+    EXPECT_STREQ(found, name);
+  }
+}
