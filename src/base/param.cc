@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -94,7 +95,9 @@ std::string readStringParam(const char* env, const char* defaultValue, StringPar
     std::lock_guard<std::mutex> lock(log.mutex);
     if (value != log.lastLogged) {
       log.lastLogged = value;
-      INFO(kSubsysEnv, "%s set by environment to %s", env, text);
+      // A secret is never written to a log.
+      bool secret = std::strstr(env, "SECRET") != nullptr;
+      INFO(kSubsysEnv, "%s set by environment to %s", env, secret ? "(hidden)" : text);
     }
   }
   return value;

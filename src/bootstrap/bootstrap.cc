@@ -1,6 +1,7 @@
 // bootstrap.cc: a connected Bootstrap: ring allGather/barrier, neighbour liveness, abort,
 // and sorting the connections other ranks open to our listener.
 #include <sys/socket.h>
+#include <cerrno>
 #include <cstring>
 #include "bootstrap/bootstrap_impl.h"
 #include "base/check.h"
@@ -24,6 +25,12 @@ int Bootstrap::rank() const { return impl_->rank; }
 int Bootstrap::nranks() const { return impl_->nranks; }
 uint64_t Bootstrap::magic() const { return impl_->magic; }
 
+ncclResult_t Bootstrap::Impl::handshakeTo(int peer, boot::Purpose purpose, boot::Handshake* out) const {
+  if (boot::makeHandshake(magic, rank, purpose, peer, connKey, out)) return ncclSuccess;
+  WARN("Bootstrap rank %d: getrandom failed for a handshake nonce: %s", rank, strerror(errno));
+  return ncclSystemError;
+}
+
 ncclResult_t Bootstrap::Impl::waitForConnection(int peer, boot::Purpose purpose, int timeoutMs) {
   auto arrived = [&]() {
     if (purpose == boot::Purpose::Ring) return ringPrev.valid();
@@ -35,6 +42,12 @@ ncclResult_t Bootstrap::Impl::waitForConnection(int peer, boot::Purpose purpose,
     NCCLCHECK(acceptor->next(&arrival, abortFlag, timeoutMs));
     boot::Handshake hs;
     std::string bad = boot::decodeHandshake(arrival.header.data(), arrival.header.size(), magic, nranks, rank, &hs);
+    if (bad.empty() && !boot::handshakeAuthentic(hs, connKey)) {
+      bad = "handshake failed authentication (not a rank of this communicator: it knows the magic but not the "
+            "key the root gave the ranks, or ACCL_JOB_SECRET differs)";
+    } else if (bad.empty() && !replay.firstUse(hs.nonce)) {
+      bad = "replayed handshake (its nonce was used before)";
+    }
     if (!bad.empty()) {
       WARN("Bootstrap rank %d: dropped connection from %s: %s", rank, arrival.from.c_str(), bad.c_str());
       continue;

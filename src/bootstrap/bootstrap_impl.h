@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 #include "bootstrap/acceptor.h"
+#include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/wire.h"
 
@@ -19,6 +20,8 @@ struct Bootstrap::Impl {
   int nranks = 0;
   uint64_t magic = 0;
   char label[kUniqueIdLabelBytes] = {};  // what the unique id is for (see UniqueIdContents)
+  boot::Digest connKey{};  // signs and checks rank-to-rank handshakes (auth.h)
+  boot::ReplayGuard replay;  // handshake nonces this listener accepted (under recvMu/ringMu use)
   const std::atomic<int>* abortFlag = nullptr;  // the caller's flag, or ownAbort if none given
   std::atomic<int> ownAbort{0};
   std::atomic<bool> aborted{false};  // abort() was called
@@ -50,6 +53,8 @@ struct Bootstrap::Impl {
   ncclResult_t result(ncclResult_t res) const {
     return res != ncclSuccess && aborted.load() ? ncclInternalError : res;
   }
+  // A signed handshake to `peer`, logged and ncclSystemError if no nonce could be made.
+  ncclResult_t handshakeTo(int peer, boot::Purpose purpose, boot::Handshake* out) const;
   // Accepts connections until one of `purpose` from `peer` has arrived (filing the others).
   ncclResult_t waitForConnection(int peer, boot::Purpose purpose, int timeoutMs);
 };

@@ -51,9 +51,20 @@ ncclResult_t rendezvous(Bootstrap::Impl& b, const net::SockAddr& root, const net
   net::Socket sock;
   NCCLCHECK(connectRoot(b, root, &sock));
   std::string rootDesc = "bootstrap root " + root.str();
-  boot::Hello hello{b.magic, b.rank, b.nranks, myAddr, {}};
+  boot::Hello hello;
+  std::memset(static_cast<void*>(&hello), 0, sizeof(hello));  // padding included: the MAC covers every byte sent
+  hello.magic = b.magic;
+  hello.rank = b.rank;
+  hello.nranks = b.nranks;
+  hello.listenAddr = myAddr;
   static_assert(sizeof(hello.label) == kUniqueIdLabelBytes);
   std::memcpy(hello.label, b.label, sizeof(hello.label));
+  if (!boot::randomBytes(hello.nonce, sizeof(hello.nonce))) {
+    WARN("Bootstrap: rank %d: getrandom failed for the hello nonce: %s", b.rank, strerror(errno));
+    return ncclSystemError;
+  }
+  const boot::Digest job = boot::jobKey();
+  boot::signHello(&hello, job);
   NCCLCHECK(net::sendAll(sock, &hello, sizeof(hello), rootDesc.c_str(), b.abortFlag));
   boot::RootReply reply{};
   NCCLCHECK(net::recvAll(sock, &reply, sizeof(reply), rootDesc.c_str(), b.abortFlag));
@@ -66,6 +77,7 @@ ncclResult_t rendezvous(Bootstrap::Impl& b, const net::SockAddr& root, const net
     WARN("Bootstrap: rank %d of %d: rendezvous failed: %s", b.rank, b.nranks, reply.message);
     return static_cast<ncclResult_t>(reply.status);
   }
+  b.connKey = boot::connectionKey(job, reply.sessionKey);
   std::vector<net::SockAddr> raw(b.nranks);
   NCCLCHECK(net::recvAll(sock, raw.data(), raw.size() * sizeof(net::SockAddr), rootDesc.c_str(), b.abortFlag));
   bad = boot::decodeAddressTable(raw.data(), raw.size() * sizeof(net::SockAddr), b.nranks, &b.table);
@@ -78,7 +90,8 @@ ncclResult_t rendezvous(Bootstrap::Impl& b, const net::SockAddr& root, const net
 
 ncclResult_t connectRing(Bootstrap::Impl& b) {
   NCCLCHECK(net::connectTo(b.table[b.next()], &b.ringNext, b.abortFlag));
-  boot::Handshake hs{b.magic, b.rank, boot::Purpose::Ring};
+  boot::Handshake hs;
+  NCCLCHECK(b.handshakeTo(b.next(), boot::Purpose::Ring, &hs));
   NCCLCHECK(net::sendAll(b.ringNext, &hs, sizeof(hs), b.desc(b.next()), b.abortFlag));
   ncclResult_t res = b.waitForConnection(b.prev(), boot::Purpose::Ring, kRingConnectTimeoutMs);
   if (res == ncclRemoteError && !b.ringPrev.valid()) {

@@ -25,7 +25,8 @@ ncclResult_t sendImpl(Bootstrap::Impl& b, int peer, int tag, const void* data, s
   if (!sock->valid()) {
     net::Socket fresh;
     NCCLCHECK(net::connectTo(b.table[peer], &fresh, b.abortFlag));
-    boot::Handshake hs{b.magic, b.rank, boot::Purpose::P2p};
+    boot::Handshake hs;
+    NCCLCHECK(b.handshakeTo(peer, boot::Purpose::P2p, &hs));
     NCCLCHECK(net::sendAll(fresh, &hs, sizeof(hs), b.desc(peer), b.abortFlag));
     std::lock_guard<std::mutex> lock(b.socketsMu);
     *sock = std::move(fresh);

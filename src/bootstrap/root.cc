@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 #include "bootstrap/acceptor.h"
+#include "bootstrap/auth.h"
 #include "bootstrap/wire.h"
 #include "base/log.h"
 
@@ -25,10 +26,11 @@ constexpr int kRefusalTimeoutMs = 1000;
 
 class RootServer {
  public:
-  RootServer(net::Socket listener, uint64_t magic, std::string label)
+  RootServer(net::Socket listener, uint64_t magic, std::string label, const Digest& jobKey)
       : listener_(std::move(listener)),
         magic_(magic),
         label_(std::move(label)),
+        jobKey_(jobKey),
         acceptor_(listener_, magic, sizeof(Hello), "Bootstrap root", true) {}
 
   void run() {
@@ -54,6 +56,15 @@ class RootServer {
         maxNranksSeen_ = std::max(maxNranksSeen_, hello.nranks);
         reply(arrival.sock, hello.rank, ncclInvalidUsage, error_);
         if (++answered_ >= maxNranksSeen_) return;
+        continue;
+      }
+      if (!helloAuthentic(hello, jobKey_)) {
+        refuseUnauthenticated(arrival, hello.rank);
+        continue;
+      }
+      if (!replay_.firstUse(hello.nonce)) {
+        WARN("Bootstrap root for %s: dropped connection from %s: replayed hello (its nonce was used before)",
+             label_.c_str(), arrival.from.c_str());
         continue;
       }
       std::string problem = check(hello, arrival.from);
@@ -123,6 +134,20 @@ class RootServer {
     (void)net::sendAll(arrival.sock, &r, sizeof(r), arrival.from.c_str(), nullptr, kRefusalTimeoutMs);
   }
 
+  // A hello with the right magic whose MAC does not verify: a rank with another ACCL_JOB_SECRET
+  // (or none), or a forger. It never joins and never fails the rendezvous of the others.
+  void refuseUnauthenticated(const HandshakeAcceptor::Arrival& arrival, int claimedRank) {
+    const char* why = jobSecretSet() ? "its ACCL_JOB_SECRET differs from the root's, or it has none"
+                                     : "it has ACCL_JOB_SECRET set, but the root (rank 0's process) has none";
+    WARN("Bootstrap root for %s: dropped connection from %s claiming rank %d: hello failed authentication (%s)",
+         label_.c_str(), arrival.from.c_str(), claimedRank, why);
+    RootReply r{};
+    r.status = ncclInvalidUsage;
+    snprintf(r.message, sizeof(r.message),
+             "the root refused this rank: authentication failed (%s); set the same ACCL_JOB_SECRET on every rank", why);
+    (void)net::sendAll(arrival.sock, &r, sizeof(r), arrival.from.c_str(), nullptr, kRefusalTimeoutMs);
+  }
+
   // Tells every rank that joined (and the offender) why the rendezvous failed.
   void fail(const std::string& problem, net::Socket offender, int offenderRank) {
     WARN("Bootstrap root: rendezvous failed: %s", problem.c_str());
@@ -144,9 +169,13 @@ class RootServer {
   }
 
   void sendTable() {
+    RootReply ok{};
+    ok.status = ncclSuccess;
+    if (!randomBytes(ok.sessionKey, sizeof(ok.sessionKey))) {
+      fail("getrandom failed for the session key", net::Socket(), -1);
+      return;
+    }
     for (int r = 0; r < nranks_; ++r) {
-      RootReply ok{};
-      ok.status = ncclSuccess;
       std::string desc = "rank " + std::to_string(r) + " (" + from_[r] + ")";
       if (net::sendAll(*ranks_[r], &ok, sizeof(ok), desc.c_str(), nullptr, kReplyTimeoutMs) != ncclSuccess) continue;
       (void)net::sendAll(*ranks_[r], table_.data(), table_.size() * sizeof(net::SockAddr), desc.c_str(), nullptr,
@@ -158,6 +187,8 @@ class RootServer {
   net::Socket listener_;
   uint64_t magic_;
   std::string label_;
+  Digest jobKey_;  // ACCL_JOB_SECRET's key when the root was started
+  ReplayGuard replay_;
   HandshakeAcceptor acceptor_;
   int nranks_ = -1;
   int maxNranksSeen_ = 0;
@@ -172,8 +203,8 @@ class RootServer {
 }  // namespace
 
 void startRootThread(net::Socket listener, uint64_t magic, const std::string& label) {
-  std::thread([listener = std::move(listener), magic, label]() mutable {
-    RootServer(std::move(listener), magic, label).run();
+  std::thread([listener = std::move(listener), magic, label, key = jobKey()]() mutable {
+    RootServer(std::move(listener), magic, label, key).run();
   }).detach();
 }
 

@@ -80,6 +80,7 @@ std::string decodeHandshake(const void* data, size_t size, uint64_t magic, int n
   if (out->purpose != Purpose::Ring && out->purpose != Purpose::P2p) {
     return format("handshake with unknown purpose %lld", static_cast<int32_t>(out->purpose));
   }
+  if (out->to != selfRank) return format("handshake addressed to rank %lld, not this rank %lld", out->to, selfRank);
   return "";
 }
 

@@ -1,13 +1,16 @@
 #include "comm/status_server.h"
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 #include "base/check.h"
 #include "comm/comm.h"
 #include "topo/ifaces.h"
@@ -24,6 +27,20 @@ struct Query {
   uint64_t nonce;
   int32_t rank;
   int32_t pad;
+};
+
+using Clock = std::chrono::steady_clock;
+// A connection must deliver its whole query within this long.
+constexpr int kQueryDeadlineMs = 1000;
+constexpr int kReplyDeadlineMs = 200;
+// More pending connections than this: the oldest is dropped (a flood cannot exhaust fds).
+constexpr size_t kMaxPending = 256;
+
+struct Pending {
+  net::Socket sock;
+  Query query;
+  size_t got;
+  Clock::time_point deadline;
 };
 
 struct Key {
@@ -43,6 +60,9 @@ class Server {
     topo::NetIf nif;
     NCCLCHECK(topo::selectBootstrapInterface(&nif));
     NCCLCHECK(net::listenOn(nif.addr, &listener_, &addr_));
+    // acceptAll drains the backlog without blocking.
+    int flags = fcntl(listener_.fd(), F_GETFL);
+    if (flags >= 0) fcntl(listener_.fd(), F_SETFL, flags | O_NONBLOCK);
     // The thread lives for the process; it sleeps in poll() and never touches a dead comm
     // (lookups go through the registry under the lock).
     std::thread([this] { serve(); }).detach();
@@ -61,26 +81,82 @@ class Server {
   }
 
  private:
+  // One thread serves every connection at once: each pending connection is read without
+  // blocking and dropped after kQueryDeadlineMs, so idle or slow connections (strays, a
+  // flood) never delay the queries of hang summaries. Nothing here WARNs: the server runs
+  // beside calls that succeed, and ncclGetLastError must stay theirs.
   void serve() {
+    std::vector<Pending> pending;
+    std::vector<pollfd> fds;
     for (;;) {
-      pollfd pfd{listener_.fd(), POLLIN, 0};
-      if (poll(&pfd, 1, -1) <= 0) continue;
-      net::Socket s(::accept(listener_.fd(), nullptr, nullptr));
-      if (!s.valid()) continue;
-      Query q{};
-      if (net::recvAll(s, &q, sizeof(q), "status query", nullptr, 1000) != ncclSuccess || q.magic != kStatusMagic)
-        continue;  // strays are simply closed
-      std::string reply;
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        auto it = comms_.find({q.nonce, q.rank});
-        if (it == comms_.end() || it->second->bootstrap == nullptr || it->second->bootstrap->magic() != q.commMagic)
-          continue;
-        reply = statusLine(*it->second);
+      auto now = Clock::now();
+      std::erase_if(pending, [&](const Pending& p) { return p.deadline <= now; });
+      int timeout = -1;
+      for (const Pending& p : pending) {
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - now).count() + 1;
+        timeout = timeout < 0 ? static_cast<int>(ms) : std::min(timeout, static_cast<int>(ms));
       }
-      uint32_t len = static_cast<uint32_t>(std::min<size_t>(reply.size(), kMaxReply));
-      if (net::sendAll(s, &len, sizeof(len), "status reply", nullptr, 1000) == ncclSuccess)
-        (void)net::sendAll(s, reply.data(), len, "status reply", nullptr, 1000);
+      fds.assign(1, pollfd{listener_.fd(), POLLIN, 0});
+      for (const Pending& p : pending) fds.push_back(pollfd{p.sock.fd(), POLLIN, 0});
+      if (poll(fds.data(), fds.size(), timeout) <= 0) continue;
+      for (size_t i = pending.size(); i-- > 0;) {
+        if (fds[i + 1].revents == 0) continue;
+        if (readSome(pending[i])) pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+      if (fds[0].revents & POLLIN) acceptAll(&pending);
+    }
+  }
+
+  void acceptAll(std::vector<Pending>* pending) {
+    for (;;) {
+      int fd = accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) return;
+      if (pending->size() >= kMaxPending) {
+        INFO(kSubsysInit, "Status server: %zu connections pending, dropped the oldest", pending->size());
+        pending->erase(pending->begin());
+      }
+      pending->push_back(Pending{net::Socket(fd), Query{}, 0,
+                                 Clock::now() + std::chrono::milliseconds(kQueryDeadlineMs)});
+    }
+  }
+
+  // Reads what arrived; answers a complete query. True when the connection is finished.
+  bool readSome(Pending& p) {
+    char* dst = reinterpret_cast<char*>(&p.query) + p.got;
+    ssize_t n = ::recv(p.sock.fd(), dst, sizeof(p.query) - p.got, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+    if (n <= 0) return true;  // closed or reset: strays are simply dropped
+    p.got += static_cast<size_t>(n);
+    if (p.got < sizeof(p.query)) return false;
+    if (p.query.magic == kStatusMagic) answer(p);
+    return true;
+  }
+
+  void answer(const Pending& p) {
+    std::string reply;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = comms_.find({p.query.nonce, p.query.rank});
+      if (it == comms_.end() || it->second->bootstrap == nullptr ||
+          it->second->bootstrap->magic() != p.query.commMagic)
+        return;
+      reply = statusLine(*it->second);
+    }
+    uint32_t len = static_cast<uint32_t>(std::min<size_t>(reply.size(), kMaxReply));
+    std::string bytes(reinterpret_cast<const char*>(&len), sizeof(len));
+    bytes.append(reply.data(), len);
+    // A reply is small; the asker reads it at once. Whoever does not is not waited for long.
+    size_t sent = 0;
+    auto deadline = Clock::now() + std::chrono::milliseconds(kReplyDeadlineMs);
+    while (sent < bytes.size() && Clock::now() < deadline) {
+      ssize_t n = ::send(p.sock.fd(), bytes.data() + sent, bytes.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) {
+        sent += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return;
+      pollfd out{p.sock.fd(), POLLOUT, 0};
+      (void)poll(&out, 1, 10);
     }
   }
 

@@ -264,3 +264,66 @@ TEST(HostileInput, StrayConnectionsDuringInitAndCollectivesAreDroppedAndCollecti
   EXPECT_NE(log.find("wrong magic"), std::string::npos) << log;
   unlink(logPath.c_str());
 }
+
+// Why the test above once failed under load (issue 9, item 7): its stray replays a ring
+// handshake (this job's magic, "rank r", purpose ring). When the replay reached a rank's
+// listener before its real ring predecessor did, the rank took the stray for its predecessor;
+// the stray then closed, and every rank failed init with a "network error". Here the race is
+// forced: rank 1 starts alone, the stray replays to every listener of this process, and only
+// then does rank 0 start. Handshakes are now signed with a key only the ranks that joined the
+// rendezvous have, so the replay is dropped and both ranks work.
+TEST(HostileInput, AReplayedRingHandshakeThatArrivesBeforeTheRealPredecessorIsDropped) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  uint64_t magic;
+  std::memcpy(&magic, &id, sizeof(magic));
+  std::vector<std::string> errors(2);
+  auto rankMain = [&](int rank) {
+    ncclComm_t comm = nullptr;
+    ncclResult_t r = ncclCommInitRank(&comm, 2, id, rank);
+    if (r != ncclSuccess) {
+      errors[rank] = std::string("init: ") + ncclGetErrorString(r);
+      return;
+    }
+    std::vector<float> buf(4096, static_cast<float>(rank + 1));
+    for (int it = 0; it < 20 && errors[rank].empty(); it++) {
+      r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr);
+      if (r != ncclSuccess) errors[rank] = std::string("all-reduce: ") + ncclGetErrorString(r);
+      for (float& v : buf) v = static_cast<float>(rank + 1);
+    }
+    r = ncclCommDestroy(comm);
+    if (r != ncclSuccess && errors[rank].empty()) errors[rank] = std::string("destroy: ") + ncclGetErrorString(r);
+  };
+  std::set<Listener> before;
+  for (const Listener& l : ownListeners()) before.insert(l);
+  std::thread rank1(rankMain, 1);
+  // Rank 1's bootstrap listener appears before it can rendezvous (rank 0 is not there yet).
+  std::set<Listener> attacked;
+  auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(300)) {
+    for (const Listener& l : ownListeners()) {
+      if (before.count(l) != 0 || !attacked.insert(l).second) continue;
+      // The ring handshake of "rank 0" as the stray above sends it (16 bytes), and one in the
+      // current layout (72 bytes, addressed to rank 1, so only the missing signature gives it away).
+      ReplayedHandshake ring{magic, 0, 1};
+      unsigned char current[72] = {};
+      const int32_t to = 1;
+      std::memcpy(current, &ring, sizeof(ring));
+      std::memcpy(current + sizeof(ring), &to, sizeof(to));
+      for (auto [bytes, size] : {std::pair<const void*, size_t>{&ring, sizeof(ring)}, {current, sizeof(current)}}) {
+        int fd = connectTo(l);
+        if (fd < 0) continue;
+        (void)::send(fd, bytes, size, MSG_NOSIGNAL);
+        close(fd);
+      }
+    }
+    usleep(5 * 1000);
+  }
+  usleep(100 * 1000);
+  std::thread rank0(rankMain, 0);
+  rank0.join();
+  rank1.join();
+  EXPECT_GE(attacked.size(), 1u) << "the stray found no listener of rank 1";
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+}

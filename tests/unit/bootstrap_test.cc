@@ -391,3 +391,65 @@ TEST(Bootstrap, ReusingAUniqueIdFailsFastWithAHint) {
   EXPECT_NE(std::string(lastErrorText()).find("serves exactly one communicator"), std::string::npos)
       << lastErrorText();
 }
+
+// A process that knows the job's magic (NCCL_COMM_ID's is a constant) connects to a rank's
+// listener claiming to be rank 0's point-to-point link and announces 2^29 bytes. It cannot
+// sign the handshake, so it is dropped: the genuine message arrives, nobody waits for or
+// allocates the forged size, and no rank is blamed.
+TEST(Bootstrap, AForgedHandshakeWithTheRightMagicIsDroppedAndBlamesNobody) {
+  Ranks ranks = initRanks(3);
+  net::SockAddr listener1;
+  listener1.len = sizeof(listener1.ss);
+  std::vector<int> fds = ranks[0]->neighbourFds();
+  ASSERT_EQ(getpeername(fds[1], reinterpret_cast<sockaddr*>(&listener1.ss), &listener1.len), 0);
+  struct {
+    uint64_t magic;
+    int32_t rank, purpose, to, reserved;
+    uint8_t nonce[16], mac[32];
+    int32_t tag;
+    uint32_t pad;
+    uint64_t size;
+  } forged{ranks[0]->magic(), 0, 2, 1, 0, {}, {}, 77, 0, uint64_t(1) << 29};
+  net::Socket forger;
+  ASSERT_EQ(net::connectTo(listener1, &forger), ncclSuccess);
+  ASSERT_EQ(net::sendAll(forger, &forged, sizeof(forged), "rank 1"), ncclSuccess);
+  // Rank 1 waits for rank 0's message while only the forgery has arrived: it must drop it.
+  int sent = 4321, got = 0;
+  ncclResult_t recvResult = ncclInternalError;
+  std::thread receiver([&] { recvResult = ranks[1]->recv(0, 77, &got, sizeof(got)); });
+  auto start = Clock::now();
+  while (std::string(lastErrorText()).find("handshake failed authentication") == std::string::npos &&
+         msSince(start) < 3000) {
+    usleep(10 * 1000);
+  }
+  EXPECT_NE(std::string(lastErrorText()).find("handshake failed authentication"), std::string::npos)
+      << lastErrorText();
+  ASSERT_EQ(ranks[0]->send(1, 77, &sent, sizeof(sent)), ncclSuccess);
+  receiver.join();
+  EXPECT_EQ(recvResult, ncclSuccess);
+  EXPECT_LT(msSince(start), 3000);
+  EXPECT_EQ(got, 4321);
+  expectAllGatherWorks(ranks);
+}
+
+// ACCL_JOB_SECRET: a rank with another secret is refused by the root with a message saying so,
+// and the secret never travels (the root's log and the refusal do not contain it).
+TEST(Bootstrap, ARankWithAnotherJobSecretIsRefusedByTheRoot) {
+  setenv("ACCL_JOB_SECRET", "correct horse", 1);
+  ncclUniqueId id;
+  ASSERT_EQ(bootstrapGetUniqueId(&id), ncclSuccess);  // its root knows "correct horse"
+  setenv("ACCL_JOB_SECRET", "battery staple", 1);
+  std::unique_ptr<Bootstrap> b;
+  auto start = Clock::now();
+  ncclResult_t res = Bootstrap::init(id, 0, 1, nullptr, &b);
+  std::string text = lastErrorText();
+  setenv("ACCL_JOB_SECRET", "correct horse", 1);
+  EXPECT_EQ(res, ncclInvalidUsage);
+  EXPECT_LT(msSince(start), 3000);
+  EXPECT_NE(text.find("ACCL_JOB_SECRET differs"), std::string::npos) << text;
+  EXPECT_EQ(text.find("horse"), std::string::npos) << text;
+  EXPECT_EQ(text.find("battery"), std::string::npos) << text;
+  // The refused rank did not spoil the rendezvous: with the right secret it joins.
+  initRanks(id, 1);
+  unsetenv("ACCL_JOB_SECRET");
+}
