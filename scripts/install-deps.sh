@@ -10,6 +10,7 @@ APT_PACKAGES=(
   openmpi-bin libopenmpi-dev
   python3 python3-venv python3-matplotlib
   libhwloc-dev
+  libibverbs-dev  # verbs.h types for transports/ib (libibverbs itself is dlopen()ed)
 )
 
 missing=()

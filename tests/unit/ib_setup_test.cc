@@ -145,3 +145,13 @@ TEST(IbSetup, RegistrationCacheReusesCoveringMrsAndDeregistersByRefcount) {
 }
 
 }  // namespace
+
+#include "transports/ib/verbs_system.h"
+namespace {
+// This machine has no RDMA device: opening one through libibverbs fails with a reason.
+TEST(IbSetup, SystemVerbsOnAMissingDeviceFailsWithAReason) {
+  std::string why;
+  EXPECT_EQ(accl::ib::openSystemVerbs("accl_no_such_hca", 1, &why), nullptr);
+  EXPECT_FALSE(why.empty());
+}
+}  // namespace
