@@ -27,6 +27,7 @@ struct Entry {
   ibv_qp* (*createQp)(ibv_pd*, ibv_qp_init_attr*);
   int (*destroyQp)(ibv_qp*);
   int (*modifyQp)(ibv_qp*, ibv_qp_attr*, int);
+  const char* (*statusStr)(ibv_wc_status);  // optional: the status in words
 };
 
 template <typename F>
@@ -187,7 +188,9 @@ class SystemVerbs final : public Verbs {
       WorkCompletion w;
       w.wrId = wc[i].wr_id;
       w.ok = wc[i].status == IBV_WC_SUCCESS;
-      if (!w.ok) w.status = "verbs status " + std::to_string(static_cast<int>(wc[i].status));
+      if (!w.ok)
+        w.status = e_.statusStr ? e_.statusStr(wc[i].status)
+                                : "verbs status " + std::to_string(static_cast<int>(wc[i].status));
       w.isRecv = (wc[i].opcode & IBV_WC_RECV) != 0;
       w.hasImm = (wc[i].wc_flags & IBV_WC_WITH_IMM) != 0;
       w.imm = wc[i].imm_data;
@@ -227,6 +230,7 @@ std::unique_ptr<Verbs> openSystemVerbs(const std::string& device, int port, std:
             load(lib, "ibv_dereg_mr", &e.deregMr) && load(lib, "ibv_create_cq", &e.createCq) &&
             load(lib, "ibv_destroy_cq", &e.destroyCq) && load(lib, "ibv_create_qp", &e.createQp) &&
             load(lib, "ibv_destroy_qp", &e.destroyQp) && load(lib, "ibv_modify_qp", &e.modifyQp);
+  load(lib, "ibv_wc_status_str", &e.statusStr);
   if (!ok) {
     *why = "libibverbs.so.1 lacks a verbs entry point";
     dlclose(lib);
