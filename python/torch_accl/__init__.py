@@ -1,6 +1,6 @@
 """torch_accl: `import torch_accl` registers the torch.distributed backend "accl".
 
-dist.init_process_group(backend="accl") then runs collectives on CPU tensors through ACCL's
+dist.init_process_group(backend="accl") then runs collectives on CPU and CUDA tensors through ACCL's
 libnccl.so.2 (loaded by absolute path, never torch's bundled NCCL).
 """
 import os

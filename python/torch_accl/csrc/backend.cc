@@ -1,0 +1,350 @@
+#include "backend.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/StreamGuard.h>
+#include <torch/extension.h>
+
+namespace torch_accl {
+namespace {
+// Whether the loaded library was built with its CUDA backend ("backends: host, cuda").
+bool libraryHasCuda() {
+  const char* v = api().ncclAcclVersionString();
+  const char* b = v ? std::strstr(v, "backends:") : nullptr;
+  return b && std::strstr(b, "cuda");
+}
+}  // namespace
+
+AcclBackend::AcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                         std::chrono::milliseconds timeout)
+    : c10d::Backend(rank, size), timeout_(timeout), store_(store) {
+  // The library's own per-op progress timeout follows the process-group timeout, so an op whose
+  // peer never shows up fails inside the library (naming the peer) rather than hanging. The
+  // library reads ACCL_TIMEOUT once per process; a user setting wins.
+  if (!std::getenv("ACCL_TIMEOUT")) {
+    long secs = std::max<long>(1, (long)std::chrono::duration_cast<std::chrono::seconds>(timeout).count());
+    setenv("ACCL_TIMEOUT", std::to_string(secs).c_str(), 0);
+  }
+  comm_ = initComm("accl/unique_id");
+  check(api().ncclHostStreamCreate(&stream_), "ncclHostStreamCreate");
+  // CUDA tensors: a communicator on the current device now, while every rank is here (a first
+  // send/recv could not create one). Every rank of a job sees the same kind of machine.
+  if (cudaDeviceCount() > 0 && libraryHasCuda()) deviceComm(currentCudaDevice(), true, "init_process_group");
+  completer_ = std::thread([this] { completionLoop(); });
+  watchdog_ = std::thread([this] { watchdogLoop(); });
+}
+
+AcclBackend::~AcclBackend() { shutdown(); }
+
+ncclComm_t AcclBackend::initComm(const std::string& key) {
+  const Api& a = api();
+  ncclUniqueId id;
+  if (rank_ == 0) {
+    check(a.ncclGetUniqueId(&id), "ncclGetUniqueId");
+    std::vector<uint8_t> bytes(reinterpret_cast<uint8_t*>(&id), reinterpret_cast<uint8_t*>(&id) + sizeof(id));
+    store_->set(key, bytes);
+  } else {
+    std::vector<uint8_t> bytes = store_->get(key);
+    TORCH_CHECK(bytes.size() == sizeof(id), "accl: bad unique id in the store (", bytes.size(), " bytes)");
+    memcpy(&id, bytes.data(), sizeof(id));
+  }
+  ncclComm_t comm = nullptr;
+  check(a.ncclCommInitRank(&comm, size_, id, rank_), "ncclCommInitRank");
+  return comm;
+}
+
+AcclBackend::DeviceComm& AcclBackend::deviceComm(c10::Device device, bool collective, const char* name) {
+  auto it = deviceComms_.find(device.index());
+  if (it != deviceComms_.end()) return it->second;
+  TORCH_CHECK(builtWithCuda(), "accl: ", name, ": tensor on ", device, ", but this torch_accl was built without "
+              "CUDA support (see docs/pytorch.md)");
+  TORCH_CHECK(libraryHasCuda(), "accl: ", name, ": tensor on ", device, ", but the loaded ACCL library (",
+              api().ncclAcclVersionString(), ") has no CUDA backend");
+  TORCH_CHECK(collective, "accl: ", name, ": first op of this process group on ", device, " is point-to-point; "
+              "its communicator is created by a collective on that device (or init_process_group with that "
+              "device current, or device_id=)");
+  DeviceComm dc;
+  {
+    c10::DeviceGuard guard(device);  // ncclCommInitRank binds the current device
+    dc.comm = initComm("accl/unique_id/cuda/" + std::to_string(deviceCommsCreated_++));
+    dc.stream = std::make_unique<SideStream>(device);
+  }
+  return deviceComms_.emplace(device.index(), std::move(dc)).first->second;
+}
+
+void AcclBackend::eagerConnectSingleDevice(at::Device device) {
+  if (!device.is_cuda()) return;
+  std::lock_guard<std::mutex> lk(launchMu_);
+  deviceComm(device, true, "init_process_group(device_id=...)");
+}
+
+void AcclBackend::shutdown() {
+  {
+    std::lock_guard<std::mutex> lk(qmu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  qcv_.notify_all();
+  wdCv_.notify_all();
+  if (completer_.joinable()) completer_.join();
+  if (watchdog_.joinable()) watchdog_.join();
+  const Api& a = api();
+  bool bad = aborted_.load() || failed_.load();
+  if (bad) {  // abort first: destroying the host stream waits for what is queued on it
+    a.ncclCommAbort(comm_);
+    a.ncclHostStreamDestroy(stream_);
+  } else {
+    a.ncclHostStreamDestroy(stream_);
+    a.ncclCommDestroy(comm_);
+  }
+  for (auto& [index, dc] : deviceComms_) {
+    ncclResult_t ar = ncclSuccess;
+    a.ncclCommGetAsyncError(dc.comm, &ar);
+    (bad || (ar != ncclSuccess && ar != ncclInProgress)) ? a.ncclCommAbort(dc.comm) : a.ncclCommDestroy(dc.comm);
+  }
+}
+
+void AcclBackend::abortComm() {
+  bool expected = false;
+  if (aborted_.compare_exchange_strong(expected, true)) api().ncclCommAbort(comm_);
+}
+
+std::string AcclBackend::lastError() const {
+  const char* e = api().ncclGetLastError(comm_);
+  return e && *e ? std::string(e) : std::string();
+}
+
+void AcclBackend::checkDeviceComm(c10::Device device, const std::string& opName) {
+  ncclComm_t comm = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(launchMu_);
+    auto it = deviceComms_.find(device.index());
+    if (it == deviceComms_.end()) return;
+    comm = it->second.comm;
+  }
+  ncclResult_t r = ncclSuccess;
+  api().ncclCommGetAsyncError(comm, &r);
+  if (r == ncclSuccess || r == ncclInProgress) return;
+  const char* e = api().ncclGetLastError(comm);
+  std::string msg = c10::str("accl: ", opName, " failed on rank ", rank_, " of ", size_, " (", device, "): ",
+                             api().ncclGetErrorString(r), e && *e ? " - " : "", e ? e : "");
+  throw c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, msg);
+}
+
+// Names the peers that never entered collective #seq: every rank blocked in a collective for
+// over a second publishes its number in the store (watchdogLoop); a peer without that entry
+// (or with an older one) is behind or gone. Costs nothing while ops complete promptly.
+std::string AcclBackend::missingPeers(uint64_t seq) {
+  if (seq == 0) return "";
+  std::string missing;
+  int n = 0;
+  try {
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      std::string key = "accl/blocked/" + std::to_string(p);
+      bool behind = true;
+      if (store_->check({key})) {
+        auto v = store_->get(key);
+        behind = std::stoull(std::string(v.begin(), v.end())) < seq;
+      }
+      if (behind) {
+        missing += " " + std::to_string(p);
+        ++n;
+      }
+    }
+  } catch (const std::exception&) {
+    return "";  // the store itself is gone (its host rank died): nothing more to say
+  }
+  if (n == 0) return "";
+  return c10::str("; missing peer rank", n > 1 ? "s" : "", missing, " (never entered this collective, #", seq, ")");
+}
+
+void AcclBackend::check(ncclResult_t r, const char* what) const {
+  if (r == ncclSuccess || r == ncclInProgress) return;
+  std::string last = lastError();
+  TORCH_CHECK(false, "accl: ", what, " failed on rank ", rank_, ": ", api().ncclGetErrorString(r),
+              last.empty() ? "" : " - ", last);
+}
+
+void AcclBackend::checkSingle(std::vector<at::Tensor>& tensors, const char* name) const {
+  TORCH_CHECK(tensors.size() == 1, "accl: ", name, ": expected exactly one tensor per process, got ", tensors.size());
+  checkDense(tensors[0], name);
+}
+
+void AcclBackend::checkRoot(int64_t root, const char* name) const {
+  TORCH_CHECK(root >= 0 && root < size_, "accl: ", name, ": rank ", root, " is outside the group of ", size_);
+}
+
+c10::intrusive_ptr<AcclWork> AcclBackend::newWork(c10d::OpType type, const char* name,
+                                                  std::chrono::milliseconds timeout,
+                                                  const std::vector<at::Tensor>& outputs) {
+  TORCH_CHECK(!failed_.load() && !aborted_.load(), "accl: ", name, ": the process group's communicator "
+              "failed earlier (", firstError_, "); create a new process group");
+  ++seq_;
+  auto w = c10::make_intrusive<AcclWork>(rank_, type, name, timeout == c10d::kUnsetTimeout ? timeout_ : timeout,
+                                         this, outputs);
+  bool p2p = type == c10d::OpType::SEND || type == c10d::OpType::RECV;
+  w->collSeq_ = p2p ? 0 : ++collSeq_;
+  return w;
+}
+
+at::Tensor AcclBackend::stageInOut(at::Tensor& t, AcclWork& w) {
+  at::Tensor buf = t.is_contiguous() ? t : t.contiguous();
+  w.keepAlive_.push_back(buf);
+  if (!buf.is_same(t)) addCopyBack(w, t, buf);
+  return buf;
+}
+
+at::Tensor AcclBackend::stageOut(const at::Tensor& t, AcclWork& w) {
+  at::Tensor buf = t.is_contiguous() ? t : at::empty(t.sizes(), t.options());
+  w.keepAlive_.push_back(buf);
+  if (!buf.is_same(t)) addCopyBack(w, t, buf);
+  return buf;
+}
+
+void AcclBackend::addCopyBack(AcclWork& w, at::Tensor dst, at::Tensor src) {
+  auto prev = std::move(w.post_);
+  w.post_ = [prev, dst, src]() mutable {
+    if (prev) prev();
+    dst.copy_(src);
+  };
+}
+
+void AcclBackend::launch(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body) {
+  // Every buffer of the op must be on one device: it decides the communicator and the path.
+  std::optional<c10::Device> device;
+  auto visit = [&](const at::Tensor& t) {
+    if (!t.defined()) return;
+    if (!device) {
+      device = t.device();
+      return;
+    }
+    TORCH_CHECK(t.device() == *device, "accl: ", work->opName_, ": tensors on ", *device, " and ", t.device(),
+                " in one op; all of an op's tensors must be on one device");
+  };
+  for (auto& t : work->keepAlive_) visit(t);
+  for (auto& t : work->outputs_) visit(t);
+  if (!device || device->is_cpu()) return launchHost(work, body);
+  TORCH_CHECK(device->is_cuda(), "accl: ", work->opName_, ": tensors on ", *device,
+              " - the accl backend serves CPU and CUDA tensors");
+  launchDevice(work, *device, body);
+}
+
+void AcclBackend::launchHost(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body) {
+  std::lock_guard<std::mutex> lk(launchMu_);
+  ncclHostEvent_t ev = nullptr;
+  check(api().ncclHostEventCreate(&ev), "ncclHostEventCreate");
+  try {
+    body(Target{comm_, stream_});
+  } catch (...) {
+    api().ncclHostEventDestroy(ev);
+    throw;
+  }
+  check(api().ncclHostEventRecord(ev, stream_), "ncclHostEventRecord");
+  work->event_ = ev;
+  work->hostEnqueued();
+  {
+    std::lock_guard<std::mutex> qlk(qmu_);
+    queue_.push_back(work);
+  }
+  qcv_.notify_one();
+}
+
+// Nothing here blocks the host or queries the GPU, so an op also works inside CUDA graph capture.
+void AcclBackend::launchDevice(const c10::intrusive_ptr<AcclWork>& work, c10::Device device,
+                               const std::function<void(const Target&)>& body) {
+  std::lock_guard<std::mutex> lk(launchMu_);
+  DeviceComm& dc = deviceComm(device, work->collSeq_ != 0, work->opName_.c_str());
+  c10::DeviceGuard deviceGuard(device);
+  SideStream& side = *dc.stream;
+  side.waitForCurrentStream();  // the inputs (and staging copies) were queued on the current stream
+  side.recordTensors(work->keepAlive_);
+  side.recordTensors(work->outputs_);
+  c10::StreamGuard streamGuard(side.stream());
+  body(Target{dc.comm, side.handle()});
+  if (work->post_) work->post_();  // copy-back, ordered after the op on the side stream
+  work->post_ = nullptr;
+  work->keepAlive_.clear();  // the allocator keeps their memory until the side stream is done
+  work->deviceEnqueued(device, side.recordEvent());
+}
+
+void AcclBackend::completionLoop() {
+  const Api& a = api();
+  for (;;) {
+    c10::intrusive_ptr<AcclWork> w;
+    {
+      std::unique_lock<std::mutex> lk(qmu_);
+      qcv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and drained
+      w = queue_.front();
+      queue_.pop_front();
+    }
+    waitingSince_.store(std::chrono::steady_clock::now().time_since_epoch().count());
+    waitingSeq_.store(w->collSeq_);
+    a.ncclHostEventSynchronize(w->event_);
+    waitingSeq_.store(0);
+    a.ncclHostEventDestroy(w->event_);
+    w->event_ = nullptr;
+    ncclResult_t sr = a.ncclHostStreamQuery(stream_);
+    ncclResult_t ar = ncclSuccess;
+    a.ncclCommGetAsyncError(comm_, &ar);
+    ncclResult_t r = (sr != ncclSuccess && sr != ncclInProgress) ? sr : (ar != ncclInProgress ? ar : ncclSuccess);
+    std::exception_ptr err;
+    if (r != ncclSuccess || aborted_.load()) {
+      failed_.store(true);
+      std::string last = lastError();
+      std::string msg = c10::str("accl: ", w->opName_, " failed on rank ", rank_, " of ", size_, ": ",
+                                 aborted_.load() ? "communicator aborted after the process-group timeout"
+                                                 : a.ncclGetErrorString(r),
+                                 last.empty() ? "" : " - ", last, missingPeers(w->collSeq_));
+      {
+        std::lock_guard<std::mutex> lk(qmu_);
+        if (firstError_.empty()) firstError_ = msg;
+      }
+      err = std::make_exception_ptr(
+          c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, msg));
+    } else if (w->post_) {
+      try {
+        w->post_();
+      } catch (...) {
+        err = std::current_exception();
+      }
+    }
+    w->post_ = nullptr;
+    w->keepAlive_.clear();
+    w->finish(err);
+  }
+}
+
+void AcclBackend::watchdogLoop() {
+  uint64_t published = 0;
+  std::unique_lock<std::mutex> lk(qmu_);
+  while (!stopping_) {
+    wdCv_.wait_for(lk, std::chrono::milliseconds(500));
+    uint64_t seq = waitingSeq_.load();
+    auto since = std::chrono::steady_clock::duration(waitingSince_.load());
+    if (seq == 0 || seq == published ||
+        std::chrono::steady_clock::now().time_since_epoch() - since < std::chrono::seconds(1))
+      continue;
+    lk.unlock();
+    try {
+      std::string v = std::to_string(seq);
+      store_->set("accl/blocked/" + std::to_string(rank_), std::vector<uint8_t>(v.begin(), v.end()));
+      published = seq;
+    } catch (const std::exception&) {
+      published = seq;  // store gone; do not retry every tick
+    }
+    lk.lock();
+  }
+}
+
+c10::intrusive_ptr<c10d::Backend> createBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                double timeoutSec) {
+  auto ms = std::chrono::milliseconds((int64_t)(timeoutSec * 1000.0));
+  pybind11::gil_scoped_release nogil;
+  return c10::make_intrusive<AcclBackend>(store, rank, size, ms);
+}
+
+}  // namespace torch_accl

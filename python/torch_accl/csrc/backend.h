@@ -1,0 +1,168 @@
+// backend.h: the torch.distributed backend "accl" (a c10d::Backend) over ACCL's NCCL API.
+//
+// Communicators: one for CPU tensors (created with the group, served by an ACCL host stream),
+// and one per GPU for CUDA tensors: for the current CUDA device when the group is created (if
+// torch sees a GPU), for another device on its first collective there. Each op checks its
+// tensors in the calling thread, stages what NCCL cannot use in place (non-contiguous tensors,
+// PREMUL_SUM's scaling), and hands the NCCL calls to launch(), which runs them where the
+// tensors live (host path / device path, see work.h). The collectives are in collectives.cc.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include "library.h"
+#include "nccl_types.h"
+#include "streams.h"
+#include "torch_compat.h"
+#include "work.h"
+
+namespace torch_accl {
+
+// Where launch() runs an op's NCCL calls.
+struct Target {
+  ncclComm_t comm;
+  cudaStream_t stream;  // an ACCL host stream (CPU tensors) or a CUDA stream (CUDA tensors)
+};
+
+class AcclBackend : public c10d::Backend, public WorkOwner {
+ public:
+  AcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout);
+  ~AcclBackend() override;
+
+  const std::string getBackendName() const override { return "accl"; }
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return seq_; }
+  void eagerConnectSingleDevice(at::Device device) override;
+  // Stops the completion thread and watchdog, then destroys (or, after a failure, aborts) the
+  // communicators. Idempotent: torch calls it on destroy_process_group, the destructor again.
+  void shutdown() TORCH_ACCL_OVERRIDE_SINCE_2_15;
+
+  // WorkOwner
+  std::string lastError() const override;
+  void abortComm() override;
+  std::string missingPeers(uint64_t seq) override;
+  void checkDeviceComm(c10::Device device, const std::string& opName) override;
+
+  // ---- collectives.cc ----
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outSplits,
+                                               std::vector<int64_t>& inSplits, const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  // A communicator for CUDA tensors on one device, with its side stream.
+  struct DeviceComm {
+    ncclComm_t comm = nullptr;
+    std::unique_ptr<SideStream> stream;
+  };
+
+  // Raises naming `what` unless r is success (or in progress).
+  void check(ncclResult_t r, const char* what) const;
+  void checkSingle(std::vector<at::Tensor>& tensors, const char* name) const;
+  void checkRoot(int64_t root, const char* name) const;
+  ncclComm_t initComm(const std::string& key);
+  // The communicator for CUDA tensors on `device`; created on a collective (all ranks take part).
+  DeviceComm& deviceComm(c10::Device device, bool collective, const char* name);
+
+  c10::intrusive_ptr<AcclWork> newWork(c10d::OpType type, const char* name, std::chrono::milliseconds timeout,
+                                       const std::vector<at::Tensor>& outputs);
+  // A contiguous buffer NCCL may read and write; copied back into t after the op if needed.
+  at::Tensor stageInOut(at::Tensor& t, AcclWork& w);
+  // Same, for a pure output (its old contents are not copied in).
+  at::Tensor stageOut(const at::Tensor& t, AcclWork& w);
+  void addCopyBack(AcclWork& w, at::Tensor dst, at::Tensor src);
+
+  c10::intrusive_ptr<c10d::Work> allreduceImpl(std::vector<at::Tensor>& tensors, const c10d::ReduceOp& rop,
+                                               std::chrono::milliseconds timeout, const char* name, c10d::OpType type);
+  c10::intrusive_ptr<c10d::Work> allgatherLists(std::vector<std::vector<at::Tensor>>& outputs,
+                                                std::vector<at::Tensor>& inputs, std::chrono::milliseconds timeout,
+                                                const char* name, c10d::OpType type);
+  void allGatherEach(const std::vector<at::Tensor>& ins, const std::vector<at::Tensor>& outs, const char* name,
+                     const Target& t);
+  c10::intrusive_ptr<c10d::Work> allgatherTensors(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                                  std::chrono::milliseconds timeout, const char* name, c10d::OpType type);
+  c10::intrusive_ptr<c10d::Work> reduceScatterTensors(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                                      const c10d::ReduceOp& rop, std::chrono::milliseconds timeout,
+                                                      const char* name, c10d::OpType type,
+                                                      const std::vector<at::Tensor>& userOutputs);
+
+  // Runs `body` (the op's NCCL calls) where the Work's tensors live, and completes the Work there.
+  void launch(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body);
+  void launchHost(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body);
+  void launchDevice(const c10::intrusive_ptr<AcclWork>& work, c10::Device device,
+                    const std::function<void(const Target&)>& body);
+  void completionLoop();
+  void watchdogLoop();
+
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  ncclComm_t comm_ = nullptr;      // CPU tensors
+  cudaStream_t stream_ = nullptr;  // its ACCL host stream
+  std::map<c10::DeviceIndex, DeviceComm> deviceComms_;
+  int deviceCommsCreated_ = 0;  // names each one's unique id in the store
+  std::mutex launchMu_;         // one op enqueued at a time, in call order
+  std::mutex qmu_;
+  std::condition_variable qcv_;   // completion thread: work queued / stopping
+  std::condition_variable wdCv_;  // watchdog: stopping
+  std::deque<c10::intrusive_ptr<AcclWork>> queue_;
+  bool stopping_ = false;
+  std::string firstError_;
+  std::atomic<bool> aborted_{false};
+  std::atomic<bool> failed_{false};
+  std::thread completer_;
+  std::thread watchdog_;
+  uint64_t seq_ = 0;
+  uint64_t collSeq_ = 0;
+  std::atomic<uint64_t> waitingSeq_{0};
+  std::atomic<int64_t> waitingSince_{0};
+};
+
+c10::intrusive_ptr<c10d::Backend> createBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                double timeoutSec);
+
+}  // namespace torch_accl

@@ -1,0 +1,95 @@
+#include "work.h"
+
+#include "streams.h"
+
+namespace torch_accl {
+
+AcclWork::AcclWork(int rank, c10d::OpType type, std::string opName, std::chrono::milliseconds timeout,
+                   WorkOwner* owner, std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, type), opName_(std::move(opName)), timeout_(timeout), outputs_(std::move(outputs)),
+      owner_(owner) {}
+
+bool AcclWork::isCompleted() {
+  if (device_) return done_ev_->query();
+  std::lock_guard<std::mutex> lk(mu_);
+  return done_;
+}
+
+bool AcclWork::isSuccess() const {
+  if (device_) return done_ev_->query();
+  std::lock_guard<std::mutex> lk(mu_);
+  return done_ && !error_;
+}
+
+std::exception_ptr AcclWork::exception() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return error_;
+}
+
+void AcclWork::synchronize() {
+  if (device_) makeCurrentStreamWait(*done_ev_, *device_);
+}
+
+#if TORCH_ACCL_WORK_HAS_BLOCK_CURRENT_STREAM
+void AcclWork::blockCurrentStream() {
+  if (!device_) return c10d::Work::blockCurrentStream();
+  makeCurrentStreamWait(*done_ev_, *device_);
+}
+#endif
+
+bool AcclWork::wait(std::chrono::milliseconds timeout) {
+  if (!device_) return waitHost(timeout);
+  makeCurrentStreamWait(*done_ev_, *device_);
+  owner_->checkDeviceComm(*device_, opName_);
+  return true;
+}
+
+void AcclWork::hostEnqueued() {
+  future_ = c10::make_intrusive<at::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+}
+
+void AcclWork::finish(std::exception_ptr err) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    done_ = true;
+    error_ = err;
+  }
+  cv_.notify_all();
+  if (err) {
+    future_->setError(err);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+}
+
+void AcclWork::deviceEnqueued(c10::Device device, std::shared_ptr<c10::Event> done) {
+  device_ = device;
+  done_ev_ = std::move(done);
+  // A CUDA Future completes when its value is queued; it records its own event on the current
+  // (side) stream and makes whoever waits on it (DDP comm hooks, .then()) wait on the GPU.
+  future_ = c10::make_intrusive<at::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                    std::vector<c10::Device>{device});
+  future_->markCompleted(c10::IValue(outputs_));
+}
+
+bool AcclWork::waitHost(std::chrono::milliseconds timeout) {
+  auto limit = (timeout == kNoTimeout || timeout.count() <= 0) ? timeout_ : timeout;
+  std::unique_lock<std::mutex> lk(mu_);
+  // The library fails the op itself after ACCL_TIMEOUT (= the group timeout) naming the peer;
+  // this deadline (plus a grace period) only catches what the library could not.
+  auto grace = limit + std::chrono::seconds(5);
+  if (!cv_.wait_for(lk, grace, [&] { return done_; })) {
+    lk.unlock();
+    std::string last = owner_->lastError();
+    owner_->abortComm();
+    lk.lock();
+    cv_.wait_for(lk, std::chrono::seconds(5), [&] { return done_; });
+    TORCH_CHECK(false, "accl: ", opName_, " on rank ", rank_, " timed out after ", limit.count(),
+                " ms (process-group timeout)", owner_->missingPeers(collSeq_), last.empty() ? "" : " - ", last,
+                ". The communicator was aborted.");
+  }
+  if (error_) std::rethrow_exception(error_);
+  return true;
+}
+
+}  // namespace torch_accl
