@@ -11,9 +11,8 @@ if ! [ -x "$PY" ] || ! "$PY" -c "import torch, pytest" 2>/dev/null; then
   echo "FAIL: $VENV with torch and pytest is missing - run 'make deps' (scripts/install-deps.sh)" >&2
   exit 1
 fi
-SRC=$ROOT/python/torch_accl/csrc/accl_backend.cc
 SO=$(ls "$ROOT"/python/torch_accl/_C*.so 2>/dev/null | head -n1 || true)
-if [ -z "$SO" ] || [ "$SRC" -nt "$SO" ] || [ "$ROOT/python/setup.py" -nt "$SO" ] ||
+if [ -z "$SO" ] || [ -n "$(find "$ROOT/python/torch_accl/csrc" "$ROOT/python/setup.py" -newer "$SO" | head -n1)" ] ||
    ! "$PY" -c "import torch_accl" 2>/dev/null; then
   echo "building torch_accl against $(dirname "$LIB")"
   (cd "$ROOT" && ACCL_LIB_DIR=$(dirname "$LIB") "$PY" -m pip install -q --no-build-isolation -e python/) || {
@@ -21,4 +20,5 @@ if [ -z "$SO" ] || [ "$SRC" -nt "$SO" ] || [ "$ROOT/python/setup.py" -nt "$SO" ]
 fi
 export ACCL_LIBNCCL="$LIB" OMP_NUM_THREADS=1
 cd "$ROOT"
+"$PY" -c 'import torch; print("torch", torch.__version__)'
 exec "$PY" -m pytest tests/torch -q -p no:cacheprovider

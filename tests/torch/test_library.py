@@ -44,3 +44,12 @@ def test_route1_preload_replaces_torch_nccl():
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("ACCL "), r.stdout
     assert "nvidia" not in r.stdout.splitlines()[1], r.stdout
+
+
+def test_cuda_support_built_for_cuda_torch():
+    """setup.py finds CUDA's runtime headers in torch's own nvidia wheels (cu12 and cu13 layouts),
+    so a CUDA build of torch always gets the CUDA-tensor path (route 2 on GPUs)."""
+    import torch
+    print(f"torch {torch.__version__} (CUDA {torch.version.cuda}); torch_accl serves CUDA tensors: "
+          f"{torch_accl._C.built_with_cuda()}")
+    assert torch_accl._C.built_with_cuda() == (torch.version.cuda is not None)
