@@ -1,6 +1,7 @@
 """A small model trained for N steps with DDP or FSDP2 (fully_shard) on CPU, under torchrun (env://).
 
   python train.py --backend accl|gloo --mode ddp|fsdp --out params.pt [--steps 20]
+  python train.py --backend accl|nccl --device cuda ...   # DDP with every rank on cuda:0
   [--kill-rank R --kill-step S --timeout SEC]   # rank R dies at step S; others must raise
 
 Rank 0 writes the final (full) parameters to --out. With --kill-rank, each surviving rank prints
@@ -34,14 +35,21 @@ def main():
     p.add_argument("--kill-step", type=int, default=5)
     p.add_argument("--timeout", type=float, default=120)
     p.add_argument("--hang", action="store_true", help="the --kill-rank stalls (alive) instead of dying")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                   help="cuda: every rank on cuda:0 (DDP only; ACCL serves several ranks on one GPU)")
     a = p.parse_args()
+    if a.device == "cuda":
+        torch.cuda.set_device(0)
+        torch.backends.cuda.matmul.allow_tf32 = False  # compared against a float32 CPU run
+        torch.backends.cudnn.allow_tf32 = False
+    dev = torch.device("cuda", 0) if a.device == "cuda" else torch.device("cpu")
 
     dist.init_process_group(a.backend, timeout=datetime.timedelta(seconds=a.timeout))
     rank, ws = dist.get_rank(), dist.get_world_size()
-    net = model()
+    net = model().to(dev)
     if a.mode == "ddp":
         from torch.nn.parallel import DistributedDataParallel as DDP
-        net = DDP(net)
+        net = DDP(net, device_ids=[dev.index] if dev.type == "cuda" else None)
     elif a.mode == "fsdp1":
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
         from torch.distributed.fsdp import ShardingStrategy
@@ -66,8 +74,8 @@ def main():
                 os._exit(1)  # dies mid-training, without any cleanup
             if step == a.kill_step:
                 t0 = time.time()
-            x = torch.randn(16, 32, generator=gen)
-            y = torch.randn(16, 4, generator=gen)
+            x = torch.randn(16, 32, generator=gen).to(dev)
+            y = torch.randn(16, 4, generator=gen).to(dev)
             loss = nn.functional.mse_loss(net(x), y)
             opt.zero_grad()
             loss.backward()
@@ -95,7 +103,7 @@ def main():
         t = prm.detach()
         if hasattr(t, "full_tensor"):
             t = t.full_tensor()
-        params[name.replace("module.", "").replace("_fsdp_wrapped_", "").replace("_flat_param", "")] = t.clone()
+        params[name.replace("module.", "").replace("_fsdp_wrapped_", "").replace("_flat_param", "")] = t.cpu().clone()
     if rank == 0 and a.out:
         torch.save(params, a.out)
         print(f"loss {loss.item():.6f}", flush=True)
