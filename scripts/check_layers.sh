@@ -13,11 +13,12 @@
 set -eu
 root=${1:-"$(dirname "$0")/.."}
 cd "$root"
-# Lowest first. base: log, param, check, trace. kernels: copy/reduce. net: sockets. topo:
+# Lowest first. base: log, param, check, trace. kernels: copy/reduce. device: the device seam
+# (backends: memory, streams, data calls; host streams; the CUDA driver table). net: sockets. topo:
 # interfaces and host identity. bootstrap: rendezvous. transports: byte rings to peers. coll:
 # algorithms as step plans. comm: the communicator (state, init, config, status server).
 # sched: groups, planner, executor, streams. api: the exported entry points.
-layers=${ACCL_LAYERS:-"base kernels net topo bootstrap transports coll comm sched api"}
+layers=${ACCL_LAYERS:-"base kernels device net topo bootstrap transports coll comm sched api"}
 
 find src transports kernels -type f \( -name '*.h' -o -name '*.cc' -o -name '*.def' \) | LC_ALL=C sort |
 while read -r f; do

@@ -5,7 +5,6 @@
 #include "api/api.h"
 #include "base/check.h"
 #include "sched/group.h"
-#include "sched/stream.h"
 
 using namespace accl;
 
@@ -107,19 +106,15 @@ ncclResult_t record(const Call& c) {
     WARN("%s: peer = %d is out of range [0, %d)", c.fn, c.root, n);
     return ncclInvalidArgument;
   }
-  if (c.stream != nullptr && lookupHostStream(c.stream) == nullptr) {
-    WARN("%s: stream %p is not an ACCL host stream (create one with ncclHostStreamCreate; the host backend cannot "
-         "run on CUDA streams)",
-         c.fn, static_cast<void*>(c.stream));
-    return ncclInvalidArgument;
-  }
+  dev::StreamRef stream;
+  NCCLCHECK(comm->backend->resolveStream(c.fn, c.stream, &stream));
 
   auto op = std::make_unique<OpDesc>();
   op->kind = c.kind;
   op->count = c.count;
   op->type = type;
   (c.kind == OpKind::Send || c.kind == OpKind::Recv ? op->peer : op->root) = c.root;  // the call's root-or-peer
-  op->stream = c.stream;
+  op->stream = stream;
   if (hasReduction(c.kind)) {
     if (c.op < 0) {
       WARN("%s: op = %d is not a valid ncclRedOp_t", c.fn, c.op);

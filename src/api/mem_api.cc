@@ -1,21 +1,17 @@
-// Memory entry points. On the host backend "device memory" is page-aligned host memory;
+// Memory entry points. Allocation belongs to the process's device backend (device/backend.h);
 // registration records the range (every pointer is usable without it).
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include "api/api.h"
 #include "base/check.h"
 #include "comm/comm.h"
+#include "device/backend.h"
 
 using namespace accl;
 
 namespace {
 
 std::mutex gMemMu;
-std::map<void*, size_t>& allocations() {
-  static std::map<void*, size_t> m;
-  return m;
-}
 
 struct Registration {
   ncclComm_t comm;
@@ -65,34 +61,15 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
     WARN("ncclMemAlloc: ptr is NULL");
     return ncclInvalidArgument;
   }
-  size_t rounded = (size + 4095) & ~size_t(4095);
-  if (rounded < size) {
-    WARN("ncclMemAlloc: size = %zu is too large", size);
-    return ncclInvalidArgument;
-  }
-  void* p = std::aligned_alloc(4096, rounded ? rounded : 4096);
-  if (p == nullptr) {
-    WARN("ncclMemAlloc: out of host memory allocating %zu bytes", size);
-    return ncclSystemError;
-  }
-  std::lock_guard<std::mutex> lk(gMemMu);
-  allocations()[p] = rounded;
-  *ptr = p;
-  INFO(kSubsysAlloc, "ncclMemAlloc %p size %zu", p, size);
+  auto backend = dev::processBackend();
+  NCCLCHECK(backend->memAlloc("ncclMemAlloc", ptr, size));
+  INFO(kSubsysAlloc, "ncclMemAlloc %p size %zu (%s memory)", *ptr, size, backend->name());
   return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
   if (ptr == nullptr) return ncclSuccess;
-  {
-    std::lock_guard<std::mutex> lk(gMemMu);
-    if (allocations().erase(ptr) == 0) {
-      WARN("ncclMemFree: %p was not returned by ncclMemAlloc (or was already freed)", ptr);
-      return ncclInvalidArgument;
-    }
-  }
-  std::free(ptr);
-  return ncclSuccess;
+  return dev::processBackend()->memFree("ncclMemFree", ptr);
 }
 
 NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {

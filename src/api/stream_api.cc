@@ -1,7 +1,7 @@
 // accl.h host streams and events.
 #include "api/api.h"
 #include "base/log.h"
-#include "sched/stream.h"
+#include "device/host_stream.h"
 
 using namespace accl;
 

@@ -9,6 +9,7 @@
 #include <vector>
 #include "bootstrap/bootstrap.h"
 #include "comm/config.h"
+#include "device/backend.h"
 #include "net/socket.h"
 #include "coll/algo_policy.h"
 #include "transports/doorbell.h"
@@ -35,6 +36,8 @@ class Comm {
   int nranks = 0;
   int cudaDev = 0;
   Config config;
+  // Memory, streams and data calls of this communicator (device/backend.h).
+  std::shared_ptr<dev::Backend> backend = dev::processBackend();
   uint64_t nonce = 0;
   std::unique_ptr<Bootstrap> bootstrap;
   std::vector<PeerInfo> peers;

@@ -141,7 +141,7 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
       bool phaseDone = true;
       for (Lane& lane : w.phases[w.phase]) {
         if (lane.finished()) continue;
-        res = lane.advance(c, &workMoved);
+        res = lane.advance(c, w.stream, &workMoved);
         if (res != ncclSuccess) break;
         if (!lane.finished()) phaseDone = false;
       }
@@ -176,8 +176,12 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
   return progressed;
 }
 
+// What a blocked executor can sleep on: doorbells (peers' progress, sockets included) and
+// device fences (its own queued data calls).
 struct WaitPlan {
   std::vector<Doorbell*> bells;
+  dev::Backend* deviceBackend = nullptr;  // set when some lane waits on its backend's fences
+  std::vector<dev::Fence> fences;
   bool ticketWait = false;  // a work waits for another thread's work on its communicator
 };
 
@@ -187,6 +191,13 @@ WaitPlan planWait(std::vector<std::unique_ptr<CommWork>>& works) {
     if (w->finished) continue;
     Comm& c = *w->comm;
     p.ticketWait = p.ticketWait || !w->started;
+    if (w->started && w->phase < w->phases.size()) {
+      for (const Lane& lane : w->phases[w->phase]) {
+        if (!lane.waitingOnDevice()) continue;
+        p.deviceBackend = c.backend.get();
+        p.fences.push_back(lane.deviceFence());
+      }
+    }
     Doorbell* b = c.bell();
     if (std::find(p.bells.begin(), p.bells.end(), b) == p.bells.end()) p.bells.push_back(b);
   }
@@ -368,8 +379,14 @@ ncclResult_t executeWorks(std::vector<std::unique_ptr<CommWork>>& works) {
       idle = false;
       continue;
     }
-    // Every transport rings the rank's doorbell (socket helper threads included).
-    waitDoorbells(plan.bells.data(), static_cast<int>(plan.bells.size()), seqs.data(), 100000);
+    if (plan.deviceBackend) {
+      // Device work finishes without ringing a doorbell: wait on it briefly, then look again
+      // at everything (peers may have moved meanwhile).
+      plan.deviceBackend->waitAny(plan.fences, 200);
+    } else {
+      // Every transport rings the rank's doorbell (socket helper threads included).
+      waitDoorbells(plan.bells.data(), static_cast<int>(plan.bells.size()), seqs.data(), 100000);
+    }
     leaveDoorbells(plan.bells.data(), static_cast<int>(plan.bells.size()));
   }
   ncclResult_t first = ncclSuccess;

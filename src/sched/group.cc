@@ -4,7 +4,6 @@
 #include <vector>
 #include "base/check.h"
 #include "sched/planner.h"
-#include "sched/stream.h"
 #include "sched/work.h"
 
 namespace accl {
@@ -43,12 +42,12 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
     it->push_back(std::move(op));
   }
   std::vector<std::unique_ptr<CommWork>> works;
-  std::vector<std::vector<cudaStream_t>> extraStreams;
+  std::vector<std::vector<dev::StreamRef>> extraStreams;
   for (auto& commOps : byComm) {
-    std::vector<cudaStream_t> others;
-    cudaStream_t first = commOps.front()->stream;
+    std::vector<dev::StreamRef> others;
+    const dev::StreamRef first = commOps.front()->stream;
     for (auto& op : commOps)
-      if (op->stream != first && std::find(others.begin(), others.end(), op->stream) == others.end())
+      if (!(op->stream == first) && std::find(others.begin(), others.end(), op->stream) == others.end())
         others.push_back(op->stream);
     std::unique_ptr<CommWork> w;
     NCCLCHECK(planWork(std::move(commOps), &w));
@@ -58,39 +57,43 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
   // Tickets fix each communicator's execution order to the issue order.
   for (auto& w : works) w->ticket = w->comm->issueTicket.fetch_add(1);
 
-  // Group by stream; NULL-stream works run here, concurrently with the queued ones.
-  std::vector<std::pair<cudaStream_t, std::shared_ptr<std::vector<std::unique_ptr<CommWork>>>>> byStream;
+  // Group by stream. What a stream means is the backend's: Caller works run here,
+  // concurrently with the ones queued on streams.
+  struct StreamBatch {
+    dev::StreamRef stream;
+    dev::Backend* backend;
+    std::shared_ptr<std::vector<std::unique_ptr<CommWork>>> works;
+  };
+  std::vector<StreamBatch> byStream;
   std::vector<std::unique_ptr<CommWork>> inline_;
-  std::vector<std::pair<HostStream*, std::vector<cudaStream_t>>> dependents;
+  struct Dependent {
+    dev::Backend* backend;
+    dev::StreamRef first;
+    std::vector<dev::StreamRef> others;
+  };
+  std::vector<Dependent> dependents;
   for (size_t i = 0; i < works.size(); i++) {
-    cudaStream_t s = works[i]->ops.front()->stream;
-    HostStream* hs = s ? lookupHostStream(s) : nullptr;
-    if (hs && !extraStreams[i].empty()) dependents.emplace_back(hs, std::move(extraStreams[i]));
-    if (!s) {
+    const dev::StreamRef s = works[i]->stream;
+    dev::Backend* backend = works[i]->comm->backend.get();
+    if (!extraStreams[i].empty()) dependents.push_back({backend, s, std::move(extraStreams[i])});
+    if (s.kind == dev::StreamKind::Caller) {
       inline_.push_back(std::move(works[i]));
       continue;
     }
-    auto it = std::find_if(byStream.begin(), byStream.end(), [&](const auto& p) { return p.first == s; });
+    auto it = std::find_if(byStream.begin(), byStream.end(),
+                           [&](const StreamBatch& b) { return b.stream == s && b.backend == backend; });
     if (it == byStream.end()) {
-      byStream.emplace_back(s, std::make_shared<std::vector<std::unique_ptr<CommWork>>>());
+      byStream.push_back({s, backend, std::make_shared<std::vector<std::unique_ptr<CommWork>>>()});
       it = byStream.end() - 1;
     }
-    it->second->push_back(std::move(works[i]));
+    it->works->push_back(std::move(works[i]));
   }
-  for (auto& [s, streamWorks] : byStream) {
-    lookupHostStream(s)->enqueue([streamWorks]() { return executeWorks(*streamWorks); });
+  for (auto& b : byStream) {
+    auto streamWorks = b.works;
+    b.backend->enqueue(b.stream, [streamWorks]() { return executeWorks(*streamWorks); });
   }
   // Other streams used by a communicator's ops wait until its work has finished.
-  for (auto& [hs, others] : dependents) {
-    auto ev = std::make_shared<HostEvent>();  // shared: each waiting stream keeps it alive
-    ev->record(hs);
-    for (cudaStream_t other : others) {
-      if (HostStream* os = other ? lookupHostStream(other) : nullptr) {
-        ev->makeWait(os);
-        os->enqueue([ev] { return ncclSuccess; });
-      }
-    }
-  }
+  for (auto& d : dependents) d.backend->orderAfter(d.first, d.others);
   if (!inline_.empty()) return executeWorks(inline_);
   return ncclSuccess;
 }

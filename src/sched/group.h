@@ -1,7 +1,8 @@
 // group.h: ncclGroupStart/End semantics. Calls inside a group (per thread, nestable) are
 // recorded; the outermost end initialises deferred communicators concurrently, then plans
-// and launches every recorded op: NULL-stream work runs in the calling thread, host-stream
-// work is queued on its stream. Outside a group each call is a group of one.
+// and launches every recorded op: work the backend marks StreamKind::Caller (the host
+// backend's NULL stream) runs in the calling thread, other work is queued on its stream by
+// the communicator's backend. Outside a group each call is a group of one.
 #pragma once
 #include <functional>
 #include <memory>

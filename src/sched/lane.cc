@@ -41,8 +41,26 @@ bool Lane::alignRecv(RecvChannel* ch) {
   return true;
 }
 
-ncclResult_t Lane::runStep(Comm& comm, StepState* state) {
+Lane::StepState Lane::settle(dev::Backend& backend, const InFlight& f) {
+  waitRecv_ = waitSend_ = -1;
+  if (f.fence.pending() && !backend.poll(f.fence)) {
+    inFlight_ = f;
+    inFlight_.active = true;
+    return StepState::Blocked;
+  }
+  finish(f);
+  return done_ == cur_.bytes ? StepState::Done : StepState::Moved;
+}
+
+void Lane::finish(const InFlight& f) {
+  if (f.in) f.in->release(f.n);
+  if (f.out) f.out->commit(f.n);
+  done_ += f.n;
+}
+
+ncclResult_t Lane::runStep(Comm& comm, const dev::StreamRef& stream, StepState* state) {
   Step& s = cur_;
+  dev::Backend& be = *comm.backend;
   const size_t esize = dev::typeSize(s.type);
   const size_t remaining = s.bytes - done_;
   *state = StepState::Blocked;
@@ -50,22 +68,24 @@ ncclResult_t Lane::runStep(Comm& comm, StepState* state) {
   waitRecv_ = s.recvPeer;
   waitSend_ = s.sendPeer;
   switch (s.kind) {
-    case Step::Kind::Copy:
-      if (s.dst != s.src) dev::copy(s.dst, s.src, s.bytes);
-      done_ = s.bytes;
-      break;
+    case Step::Kind::Copy: {
+      dev::Fence f;
+      if (s.dst != s.src) f = be.copy(stream, s.dst, s.src, s.bytes, false);
+      *state = settle(be, {false, f, nullptr, nullptr, remaining});
+      return ncclSuccess;
+    }
     case Step::Kind::Scale:
-      dev::scale(s.type, s.dst, s.src, s.scalar, s.bytes / esize);
-      done_ = s.bytes;
-      break;
+      *state = settle(be, {false, be.scale(stream, s.type, s.dst, s.src, s.scalar, s.bytes / esize), nullptr,
+                           nullptr, remaining});
+      return ncclSuccess;
     case Step::Kind::Divide:
-      dev::divide(s.type, s.dst, s.src, s.divisor, s.bytes / esize);
-      done_ = s.bytes;
-      break;
+      *state = settle(be, {false, be.divide(stream, s.type, s.dst, s.src, s.divisor, s.bytes / esize), nullptr,
+                           nullptr, remaining});
+      return ncclSuccess;
     case Step::Kind::Accumulate:
-      dev::reduce2(s.type, s.op, s.dst, s.dst, s.src, s.bytes / esize);
-      done_ = s.bytes;
-      break;
+      *state = settle(be, {false, be.reduce2(stream, s.type, s.op, s.dst, s.dst, s.src, s.bytes / esize), nullptr,
+                           nullptr, remaining});
+      return ncclSuccess;
     case Step::Kind::Send: {
       PeerConnection* conn;
       NCCLCHECK(comm.connection(s.sendPeer, &conn));
@@ -80,10 +100,8 @@ ncclResult_t Lane::runStep(Comm& comm, StepState* state) {
       NCCLCHECK(ch->acquire(&buf, &avail));
       size_t n = roundDown(std::min(avail, remaining), esize);
       if (n == 0) return ncclSuccess;
-      dev::copy(buf, s.src + done_, n);
-      ch->commit(n);
-      done_ += n;
-      break;
+      *state = settle(be, {false, be.copy(stream, buf, s.src + done_, n, false), nullptr, ch, n});
+      return ncclSuccess;
     }
     case Step::Kind::Recv:
     case Step::Kind::RecvReduce: {
@@ -100,15 +118,16 @@ ncclResult_t Lane::runStep(Comm& comm, StepState* state) {
       NCCLCHECK(ch->peek(&buf, &avail));
       size_t n = roundDown(std::min(avail, remaining), esize);
       if (n == 0) return ncclSuccess;
+      dev::Fence f;
       if (s.kind == Step::Kind::Recv) {
-        if (s.dst) (s.streamDst ? dev::copyStreaming : dev::copy)(s.dst + done_, buf, n);
+        if (s.dst) f = be.copy(stream, s.dst + done_, buf, n, s.streamDst);
       } else {
         const void* local = s.src + done_;
-        dev::reduce2(s.type, s.op, s.dst + done_, s.recvFirst ? buf : local, s.recvFirst ? local : buf, n / esize);
+        f = be.reduce2(stream, s.type, s.op, s.dst + done_, s.recvFirst ? buf : local, s.recvFirst ? local : buf,
+                       n / esize);
       }
-      ch->release(n);
-      done_ += n;
-      break;
+      *state = settle(be, {false, f, ch, nullptr, n});
+      return ncclSuccess;
     }
     case Step::Kind::RecvReduceSend:
     case Step::Kind::RecvCopySend: {
@@ -131,26 +150,32 @@ ncclResult_t Lane::runStep(Comm& comm, StepState* state) {
       if (!ready) return ncclSuccess;
       size_t n = roundDown(std::min({iavail, oavail, remaining}), esize);
       if (n == 0) return ncclSuccess;
+      // Both calls are queued on one stream, so the second's fence covers the first.
+      dev::Fence f;
       if (s.kind == Step::Kind::RecvReduceSend) {
-        dev::reduce2(s.type, s.op, obuf, s.src + done_, ibuf, n / esize);
-        if (s.dst) (s.streamDst ? dev::copyStreaming : dev::copy)(s.dst + done_, obuf, n);
+        f = be.reduce2(stream, s.type, s.op, obuf, s.src + done_, ibuf, n / esize);
+        if (s.dst) f = be.copy(stream, s.dst + done_, obuf, n, s.streamDst);
       } else {
-        dev::copy(obuf, ibuf, n);
-        if (s.dst) (s.streamDst ? dev::copyStreaming : dev::copy)(s.dst + done_, ibuf, n);
+        f = be.copy(stream, obuf, ibuf, n, false);
+        if (s.dst) f = be.copy(stream, s.dst + done_, ibuf, n, s.streamDst);
       }
-      in->release(n);
-      out->commit(n);
-      done_ += n;
-      break;
+      *state = settle(be, {false, f, in, out, n});
+      return ncclSuccess;
     }
   }
-  waitRecv_ = waitSend_ = -1;
-  *state = done_ == s.bytes ? StepState::Done : StepState::Moved;
   return ncclSuccess;
 }
 
-ncclResult_t Lane::advance(Comm& comm, bool* progressed) {
+ncclResult_t Lane::advance(Comm& comm, const dev::StreamRef& stream, bool* progressed) {
   while (!finished_) {
+    if (inFlight_.active) {
+      if (!comm.backend->poll(inFlight_.fence)) break;
+      inFlight_.active = false;
+      finish(inFlight_);
+      *progressed = true;
+      if (done_ == cur_.bytes) hasCur_ = false;
+      continue;
+    }
     if (!hasCur_) {
       while (sourceIdx_ < sources_.size() && !sources_[sourceIdx_]->next(&cur_)) sourceIdx_++;
       if (sourceIdx_ == sources_.size()) {
@@ -165,7 +190,7 @@ ncclResult_t Lane::advance(Comm& comm, bool* progressed) {
       sendAligned_ = recvAligned_ = false;
     }
     StepState state;
-    NCCLCHECK(runStep(comm, &state));
+    NCCLCHECK(runStep(comm, stream, &state));
     if (state == StepState::Blocked) break;
     *progressed = true;
     if (state == StepState::Done) hasCur_ = false;

@@ -4,6 +4,7 @@
 #include <string>
 #include "comm/comm.h"
 #include "device.h"
+#include "device/backend.h"
 
 namespace accl {
 
@@ -28,7 +29,7 @@ struct OpDesc {
   int root = -1;                            // rooted collectives; -1 otherwise
   int peer = -1;                            // Send/Recv; -1 otherwise
   std::shared_ptr<Comm> comm;
-  cudaStream_t stream = nullptr;
+  dev::StreamRef stream;  // resolved by the communicator's backend
   bool isP2p() const { return kind == OpKind::Send || kind == OpKind::Recv; }
   std::string describe() const { return describeCall(kind, count, type, red, avg, preMul, isP2p() ? peer : root); }
 };

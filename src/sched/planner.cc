@@ -95,7 +95,7 @@ void addAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, const Comm& c
 }
 
 // One collective (not all-to-all) appended to `lane`: [pre-scale] algorithm [average].
-void addCollective(Lane& lane, CommWork& w, OpDesc& op) {
+ncclResult_t addCollective(Lane& lane, CommWork& w, OpDesc& op) {
   const Comm& c = *op.comm;
   const int n = c.nranks;
   const size_t esize = dev::typeSize(op.type);
@@ -113,7 +113,8 @@ void addCollective(Lane& lane, CommWork& w, OpDesc& op) {
   auto pre = std::make_unique<StepList>();
   if (op.preMul && isReduction(op.kind)) {
     size_t inBytes = inputElems(op, n) * esize;
-    w.scratch.push_back(std::make_unique<char[]>(inBytes));
+    w.scratch.emplace_back();
+    NCCLCHECK(c.backend->scratch(inBytes, &w.scratch.back()));
     Step s = copyStep(a, w.scratch.back().get(), a.src, inBytes);
     s.kind = Step::Kind::Scale;
     s.scalar = op.deviceScalar ? op.deviceScalar : op.scalar;
@@ -139,6 +140,7 @@ void addCollective(Lane& lane, CommWork& w, OpDesc& op) {
     post->push(s);
     lane.add(std::move(post));
   }
+  return ncclSuccess;
 }
 
 // Send/receive lanes, one per peer and direction; sends to self pair with receives from self.
@@ -183,7 +185,9 @@ ncclResult_t addPointToPoint(CommWork& w, std::vector<Lane>& lanes, const std::v
     if (op->kind == OpKind::Send) {
       if (checked) {
         P2pHeader h = p2pHeader(bytes);
-        w.scratch.push_back(std::make_unique<char[]>(sizeof(h)));
+        // Written by the CPU: host memory whatever the backend (a device backend's copy from
+        // host memory into the ring must handle it).
+        w.scratch.emplace_back(new char[sizeof(h)], [](char* p) { delete[] p; });
         std::memcpy(w.scratch.back().get(), &h, sizeof(h));
         list(sends, op->peer).push(sendStep(CollArgs{}, op->peer, w.scratch.back().get(), sizeof(h)));
       }
@@ -242,7 +246,7 @@ Range recvRange(const OpDesc& op) {
 // Receives and sends of one batch run concurrently, so a send whose buffer a receive of the
 // same batch also writes (in-place send/recv or all-to-all) reads a copy staged in a phase
 // before the batch; otherwise an early receive could overwrite data not yet sent.
-void stageOverlappingSends(CommWork& w, const std::vector<OpDesc*>& ops) {
+ncclResult_t stageOverlappingSends(CommWork& w, const std::vector<OpDesc*>& ops) {
   std::vector<Range> writes;
   for (OpDesc* op : ops)
     if (op->kind == OpKind::Recv || op->kind == OpKind::AlltoAll) writes.push_back(recvRange(*op));
@@ -254,16 +258,18 @@ void stageOverlappingSends(CommWork& w, const std::vector<OpDesc*>& ops) {
     bool clash = false;
     for (const Range& wr : writes) clash = clash || r.overlaps(wr);
     if (!clash) continue;
-    w.scratch.push_back(std::make_unique<char[]>(r.hi - r.lo));
+    w.scratch.emplace_back();
+    NCCLCHECK(w.comm->backend->scratch(r.hi - r.lo, &w.scratch.back()));
     CollArgs a;
     a.type = op->type;
     staging->push(copyStep(a, w.scratch.back().get(), static_cast<const char*>(op->sendbuff), r.hi - r.lo));
     op->sendbuff = w.scratch.back().get();
     any = true;
   }
-  if (!any) return;
+  if (!any) return ncclSuccess;
   w.phases.emplace_back(1);
   w.phases.back().front().add(std::move(staging));
+  return ncclSuccess;
 }
 
 // ACCL_CHECK_MISMATCH: phase 0 all-gathers the fingerprint of this work's collectives; the
@@ -323,6 +329,7 @@ std::string describeCall(OpKind kind, size_t count, ncclDataType_t type, dev::Re
 ncclResult_t planWork(std::vector<std::unique_ptr<OpDesc>> ops, std::unique_ptr<CommWork>* out) {
   auto w = std::make_unique<CommWork>();
   w->comm = ops.front()->comm;
+  w->stream = ops.front()->stream;
   addFingerprintPhase(*w, ops);
   std::vector<OpDesc*> p2p;
   bool collectiveLaneOpen = false;
@@ -331,7 +338,7 @@ ncclResult_t planWork(std::vector<std::unique_ptr<OpDesc>> ops, std::unique_ptr<
       case OpKind::Send:
       case OpKind::Recv: p2p.push_back(op.get()); break;
       case OpKind::AlltoAll: {
-        stageOverlappingSends(*w, {op.get()});
+        NCCLCHECK(stageOverlappingSends(*w, {op.get()}));
         w->phases.emplace_back();
         NCCLCHECK(addPointToPoint(*w, w->phases.back(), {}, {op.get()}));
         collectiveLaneOpen = false;
@@ -342,12 +349,12 @@ ncclResult_t planWork(std::vector<std::unique_ptr<OpDesc>> ops, std::unique_ptr<
           w->phases.emplace_back(1);
           collectiveLaneOpen = true;
         }
-        addCollective(w->phases.back().front(), *w, *op);
+        NCCLCHECK(addCollective(w->phases.back().front(), *w, *op));
         break;
     }
   }
   if (!p2p.empty()) {
-    stageOverlappingSends(*w, p2p);
+    NCCLCHECK(stageOverlappingSends(*w, p2p));
     w->phases.emplace_back();
     NCCLCHECK(addPointToPoint(*w, w->phases.back(), p2p, {}));
   }

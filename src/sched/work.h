@@ -22,8 +22,9 @@ class Lane {
   }
   bool empty() const { return sources_.empty(); }
 
-  // Moves as far as the channels allow. *progressed is set when anything moved.
-  ncclResult_t advance(Comm& comm, bool* progressed);
+  // Moves as far as the channels and the backend allow; data calls are queued on `stream`
+  // with comm.backend. *progressed is set when anything moved.
+  ncclResult_t advance(Comm& comm, const dev::StreamRef& stream, bool* progressed);
   bool finished() const { return finished_; }
   // For hang reports: the step this lane waits on, how far it got, and for whom it waits
   // (-1 when not waiting on that direction).
@@ -31,10 +32,24 @@ class Lane {
   size_t currentDone() const { return done_; }
   int waitingRecvFrom() const { return waitRecv_; }
   int waitingSendTo() const { return waitSend_; }
+  // The backend work this lane waits for before it can commit or release ring space.
+  bool waitingOnDevice() const { return inFlight_.active; }
+  dev::Fence deviceFence() const { return inFlight_.fence; }
 
  private:
   enum class StepState { Blocked, Moved, Done };
-  ncclResult_t runStep(Comm& comm, StepState* state);
+  ncclResult_t runStep(Comm& comm, const dev::StreamRef& stream, StepState* state);
+  // Ring space and progress of a data call are settled only when its fence completes: until
+  // then the sender must not see the space as free, nor the receiver see bytes as arrived.
+  struct InFlight {
+    bool active = false;
+    dev::Fence fence;
+    RecvChannel* in = nullptr;   // released by n when done
+    SendChannel* out = nullptr;  // committed by n when done
+    size_t n = 0;
+  };
+  StepState settle(dev::Backend& backend, const InFlight& f);
+  void finish(const InFlight& f);
   bool alignSend(SendChannel* ch);
   bool alignRecv(RecvChannel* ch);
 
@@ -49,6 +64,7 @@ class Lane {
   bool recvAligned_ = false;
   int waitRecv_ = -1;
   int waitSend_ = -1;
+  InFlight inFlight_;
 };
 
 struct CommWork {
@@ -60,7 +76,8 @@ struct CommWork {
   bool finished = false;
   ncclResult_t result = ncclSuccess;
   std::vector<std::unique_ptr<OpDesc>> ops;            // steps point into these (scalars)
-  std::vector<std::unique_ptr<char[]>> scratch;        // pre-scaled PreMulSum inputs
+  std::vector<dev::Buffer> scratch;                    // pre-scaled PreMulSum inputs, staged sends
+  dev::StreamRef stream;                               // where its data calls are queued
   int64_t lastProgressUsec = 0;  // steady-clock time of the last step that moved
   int64_t startUsec = 0;         // when the work got its turn (for ACCL_TRACE_FILE)
   bool hangReported = false;

@@ -85,7 +85,7 @@ struct World {
       for (int r = 0; r < n; r++) {
         if (lanes[r].finished()) continue;
         all = false;
-        EXPECT_EQ(lanes[r].advance(*comms[r], &moved), ncclSuccess);
+        EXPECT_EQ(lanes[r].advance(*comms[r], dev::StreamRef{}, &moved), ncclSuccess);
       }
       if (all) return true;
       if (!moved) return false;

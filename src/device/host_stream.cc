@@ -1,4 +1,4 @@
-#include "sched/stream.h"
+#include "device/host_stream.h"
 #include <memory>
 #include <unordered_map>
 #include <sched.h>

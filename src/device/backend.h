@@ -1,0 +1,96 @@
+// backend.h: the device seam. Everything the library does to user data and memory goes through
+// the Backend of the communicator: allocation (ncclMemAlloc, scratch), what a stream argument
+// means and how work is queued on it, and copy/reduce/scale calls that are queued on a stream
+// and hand back a Fence to wait on. The host backend (host_backend.cc) runs the CPU kernels of
+// kernels/host/ and completes every call before returning; a device backend (CUDA, later HIP)
+// queues kernels and completes fences later. Nothing above this header knows which it has.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+#include "device.h"
+#include "nccl.h"
+
+namespace accl {
+class HostStream;
+}
+
+namespace accl::dev {
+
+// What a stream argument means, decided once per call by the communicator's backend.
+enum class StreamKind : uint8_t {
+  Caller,  // host backend, NULL stream: the calling thread runs the work before returning
+  Host,    // an ACCL host stream: its worker thread runs the work, in order
+  Device,  // a device stream (CUDA): ordered on it; the host does not wait
+};
+
+struct StreamRef {
+  StreamKind kind = StreamKind::Caller;
+  cudaStream_t handle = nullptr;  // as the user passed it
+  HostStream* host = nullptr;     // kind == Host
+
+  bool operator==(const StreamRef& o) const { return handle == o.handle && kind == o.kind; }
+};
+
+// Handed back by a data call: it completes when the call's writes are visible and its reads
+// are done, so the ring space it touched can be committed or released. Id 0 means it was
+// already complete when returned (always, on the host backend).
+struct Fence {
+  uint64_t id = 0;
+  bool pending() const { return id != 0; }
+};
+
+// Memory from a backend, returned to it when the Buffer goes away.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(char* p, std::function<void(char*)> release) : p_(p, std::move(release)) {}
+  char* get() const { return p_.get(); }
+
+ private:
+  std::unique_ptr<char, std::function<void(char*)>> p_;
+};
+
+using StreamTask = std::function<ncclResult_t()>;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  // ncclMemAlloc / ncclMemFree: `fn` names the entry point in WARN lines.
+  virtual ncclResult_t memAlloc(const char* fn, void** ptr, size_t bytes) = 0;
+  virtual ncclResult_t memFree(const char* fn, void* ptr) = 0;
+  // Working memory for one work (pre-scaled PreMulSum inputs, staged sends), of the kind the
+  // data calls below read and write.
+  virtual ncclResult_t scratch(size_t bytes, Buffer* out) = 0;
+
+  // What `s` means on this backend; an unusable stream gets a WARN naming `fn` and
+  // ncclInvalidArgument.
+  virtual ncclResult_t resolveStream(const char* fn, cudaStream_t s, StreamRef* out) = 0;
+  // Runs `task` in order on a stream that is not StreamKind::Caller.
+  virtual void enqueue(const StreamRef& s, StreamTask task) = 0;
+  // Later work on each of `others` waits until everything enqueued on `first` so far is done.
+  virtual void orderAfter(const StreamRef& first, const std::vector<StreamRef>& others) = 0;
+
+  // Data calls, queued on `s` in call order. Semantics as in kernels/device.h.
+  virtual Fence copy(const StreamRef& s, void* dst, const void* src, size_t bytes, bool streaming) = 0;
+  virtual Fence reduce2(const StreamRef& s, ncclDataType_t type, RedKind op, void* dst, const void* a,
+                        const void* b, size_t count) = 0;
+  virtual Fence scale(const StreamRef& s, ncclDataType_t type, void* dst, const void* src, const void* scalar,
+                      size_t count) = 0;
+  virtual Fence divide(const StreamRef& s, ncclDataType_t type, void* dst, const void* src, int divisor,
+                       size_t count) = 0;
+  // True once `f` has completed.
+  virtual bool poll(Fence f) = 0;
+  // Blocks until one of `fences` completes or `timeoutUsec` passes.
+  virtual void waitAny(const std::vector<Fence>& fences, int64_t timeoutUsec) = 0;
+};
+
+// The backend of this process: host today. Chosen once, at first use.
+std::shared_ptr<Backend> processBackend();
+std::shared_ptr<Backend> hostBackend();
+
+}  // namespace accl::dev
