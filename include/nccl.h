@@ -11,10 +11,28 @@
 #include <limits.h>
 #include <stddef.h>
 
-/* Streams are CUDA streams for GPU backends and ACCL host streams (accl.h) on the
- * host backend. The typedef is the one CUDA uses, so both headers may coexist. */
+/* Programs written for NCCL use CUDA's types (cudaStream_t, half, __nv_bfloat16, the fp8
+ * types) after including nccl.h alone, so when the CUDA headers are on the include path we
+ * bring them in as NVIDIA's nccl.h does. Without them the header stays host-only: streams are
+ * then ACCL host streams (accl.h), under the same typedef CUDA uses, so both may coexist.
+ * Define ACCL_NCCL_H_HOST_ONLY to keep the host-only form even where CUDA is installed. */
+#if !defined(ACCL_NCCL_H_HOST_ONLY) && defined(__has_include)
+#if __has_include(<cuda_runtime.h>) && __has_include(<cuda_fp16.h>)
+#define ACCL_NCCL_H_WITH_CUDA 1
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#if CUDART_VERSION >= 11000
+#include <cuda_bf16.h>
+#endif
+#if defined(__cplusplus) && CUDART_VERSION >= 11080
+#include <cuda_fp8.h>
+#endif
+#endif
+#endif
+#ifndef ACCL_NCCL_H_WITH_CUDA
 struct CUstream_st;
 typedef struct CUstream_st* cudaStream_t;
+#endif
 
 #define NCCL_MAJOR 2
 #define NCCL_MINOR 27
