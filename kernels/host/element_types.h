@@ -15,8 +15,8 @@ template <class T>
 struct NativeElement {
   using Storage = T;
   using Compute = T;
-  [[gnu::always_inline]] static Compute widen(Storage v) { return v; }
-  [[gnu::always_inline]] static Storage narrow(Compute v) { return v; }
+  [[gnu::always_inline]] static constexpr Compute widen(Storage v) { return v; }
+  [[gnu::always_inline]] static constexpr Storage narrow(Compute v) { return v; }
 };
 
 // Narrow floats are widened to float and rounded back after every operation, like NCCL's
@@ -25,16 +25,16 @@ template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
 struct Narrow16Element {
   using Storage = uint16_t;
   using Compute = float;
-  [[gnu::always_inline]] static Compute widen(Storage v) { return ToFloat(v); }
-  [[gnu::always_inline]] static Storage narrow(Compute v) { return FromFloat(v); }
+  [[gnu::always_inline]] static constexpr Compute widen(Storage v) { return ToFloat(v); }
+  [[gnu::always_inline]] static constexpr Storage narrow(Compute v) { return FromFloat(v); }
 };
 
 template <float (*ToFloat)(uint8_t), uint8_t (*FromFloat)(float)>
 struct Narrow8Element {
   using Storage = uint8_t;
   using Compute = float;
-  [[gnu::always_inline]] static Compute widen(Storage v) { return ToFloat(v); }
-  [[gnu::always_inline]] static Storage narrow(Compute v) { return FromFloat(v); }
+  [[gnu::always_inline]] static constexpr Compute widen(Storage v) { return ToFloat(v); }
+  [[gnu::always_inline]] static constexpr Storage narrow(Compute v) { return FromFloat(v); }
 };
 
 using Float16Element = Narrow16Element<halfBitsToFloat, floatToHalfBits>;
@@ -63,7 +63,7 @@ using WrappingOf = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, 
 
 struct SumOp {
   template <class T>
-  [[gnu::always_inline]] static T apply(T a, T b) {
+  [[gnu::always_inline]] static constexpr T apply(T a, T b) {
     if constexpr (std::is_integral_v<T>) {
       return static_cast<T>(static_cast<WrappingOf<T>>(a) + static_cast<WrappingOf<T>>(b));
     } else {
@@ -74,7 +74,7 @@ struct SumOp {
 
 struct ProdOp {
   template <class T>
-  [[gnu::always_inline]] static T apply(T a, T b) {
+  [[gnu::always_inline]] static constexpr T apply(T a, T b) {
     if constexpr (std::is_integral_v<T>) {
       return static_cast<T>(static_cast<WrappingOf<T>>(a) * static_cast<WrappingOf<T>>(b));
     } else {
@@ -88,7 +88,7 @@ struct ProdOp {
 // The form `(a != a) | (a > b)` also works on GCC vector types (see the F16C loop).
 struct MaxOp {
   template <class T>
-  [[gnu::always_inline]] static T apply(T a, T b) {
+  [[gnu::always_inline]] static constexpr T apply(T a, T b) {
     if constexpr (std::is_integral_v<T>) {
       return a > b ? a : b;
     } else {
@@ -99,7 +99,7 @@ struct MaxOp {
 
 struct MinOp {
   template <class T>
-  [[gnu::always_inline]] static T apply(T a, T b) {
+  [[gnu::always_inline]] static constexpr T apply(T a, T b) {
     if constexpr (std::is_integral_v<T>) {
       return a < b ? a : b;
     } else {
@@ -107,5 +107,28 @@ struct MinOp {
     }
   }
 };
+
+// Avg: x / divisor, rounded once. The host loops and the device kernels both use this.
+template <class E>
+[[gnu::always_inline]] constexpr typename E::Storage divideOne(typename E::Storage x, int divisor) {
+  using S = typename E::Storage;
+  using C = typename E::Compute;
+  if constexpr (std::is_integral_v<C> && sizeof(C) <= 4) {
+    // There is no SIMD integer division; dividing in double and truncating is exact for
+    // 32-bit operands (the rounding error, < |x/d| * 2^-53, is below the 1/d gap to the
+    // next integer), and it vectorises.
+    return static_cast<S>(static_cast<int64_t>(static_cast<double>(x) / static_cast<double>(divisor)));
+  } else if constexpr (std::is_integral_v<C>) {
+    return static_cast<S>(x / static_cast<C>(divisor));  // divisor >= 1: no INT64_MIN / -1 overflow
+  } else if constexpr (std::is_same_v<S, C>) {
+    return x / static_cast<C>(divisor);  // float32 in float, float64 in double: one rounding
+  } else {
+    // Narrow floats: the divisor is not a narrow value, so float division followed by rounding
+    // to the narrow type can round twice the wrong way (x/d just below a tie becomes the tie).
+    // Divide in double, round to float with round-to-odd, then to the type: that is exactly
+    // one correct rounding, as float has more than two extra bits.
+    return E::narrow(roundToOddFloat(static_cast<double>(E::widen(x)) / static_cast<double>(divisor)));
+  }
+}
 
 }  // namespace accl::dev::host

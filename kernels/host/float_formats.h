@@ -1,6 +1,9 @@
 // float_formats.h: conversions between float and the narrow floating formats (float16,
 // bfloat16, fp8 e4m3, fp8 e5m2), written without branches so that g++ vectorises the loops
 // that call them with plain SSE2. Every narrowing rounds to nearest-even.
+// Everything here and in element_types.h is constexpr: that is how the device kernels
+// (kernels/cuda/, nvcc --expt-relaxed-constexpr; hipcc alike) call the very same arithmetic,
+// so device and host reductions round identically, without CUDA-only markers in this file.
 #pragma once
 #include <bit>
 #include <cstdint>
@@ -10,14 +13,14 @@ namespace accl::dev::host {
 // cond ? a : b as bit masks. With ternaries g++ turns these functions into branches, sinks
 // the float arithmetic into them (it could trap, so it is not speculated back), and then
 // cannot vectorise the loops that call them.
-[[gnu::always_inline]] inline uint32_t selectBits(bool cond, uint32_t a, uint32_t b) {
+[[gnu::always_inline]] constexpr uint32_t selectBits(bool cond, uint32_t a, uint32_t b) {
   const uint32_t mask = 0u - static_cast<uint32_t>(cond);
   return (a & mask) | (b & ~mask);
 }
 
 // ---- float16 (IEEE binary16) ---------------------------------------------------------------
 
-[[gnu::always_inline]] inline float halfBitsToFloat(uint16_t h) {
+[[gnu::always_inline]] constexpr float halfBitsToFloat(uint16_t h) {
   const uint32_t magnitude = h & 0x7fffu;
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   // Normal numbers only need the exponent rebiased (15 -> 127).
@@ -30,7 +33,7 @@ namespace accl::dev::host {
   return std::bit_cast<float>(bits | sign);
 }
 
-[[gnu::always_inline]] inline uint16_t floatToHalfBits(float f) {
+[[gnu::always_inline]] constexpr uint16_t floatToHalfBits(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t a = u & 0x7fffffffu;
@@ -49,11 +52,11 @@ namespace accl::dev::host {
 
 // ---- bfloat16 (top half of a float) --------------------------------------------------------
 
-[[gnu::always_inline]] inline float bf16BitsToFloat(uint16_t b) {
+[[gnu::always_inline]] constexpr float bf16BitsToFloat(uint16_t b) {
   return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
 }
 
-[[gnu::always_inline]] inline uint16_t floatToBf16Bits(float f) {
+[[gnu::always_inline]] constexpr uint16_t floatToBf16Bits(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;  // overflow carries into inf
   const uint32_t quietNan = (u >> 16) | 0x0040u;                    // rounding could make it inf
@@ -65,7 +68,7 @@ namespace accl::dev::host {
 
 inline constexpr uint32_t kCanonicalFloatNan = 0x7fc00000u;
 
-[[gnu::always_inline]] inline float fp8e4m3BitsToFloat(uint8_t v) {
+[[gnu::always_inline]] constexpr float fp8e4m3BitsToFloat(uint8_t v) {
   const uint32_t magnitude = v & 0x7fu;
   const uint32_t sign = static_cast<uint32_t>(v & 0x80u) << 24;
   const uint32_t normal = (magnitude << 20) + ((127u - 7u) << 23);
@@ -76,7 +79,7 @@ inline constexpr uint32_t kCanonicalFloatNan = 0x7fc00000u;
 }
 
 // Saturating (CUDA's __NV_SATFINITE): anything beyond 448, inf included, becomes +-448.
-[[gnu::always_inline]] inline uint8_t floatToFp8e4m3Bits(float f) {
+[[gnu::always_inline]] constexpr uint8_t floatToFp8e4m3Bits(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   const uint32_t sign = (u >> 24) & 0x80u;
   const uint32_t a = u & 0x7fffffffu;
@@ -93,12 +96,12 @@ inline constexpr uint32_t kCanonicalFloatNan = 0x7fc00000u;
 
 // ---- fp8 e5m2 (bias 15, IEEE-like: the top byte of a float16) ------------------------------
 
-[[gnu::always_inline]] inline float fp8e5m2BitsToFloat(uint8_t v) {
+[[gnu::always_inline]] constexpr float fp8e5m2BitsToFloat(uint8_t v) {
   return halfBitsToFloat(static_cast<uint16_t>(v << 8));
 }
 
 // Saturating: anything beyond 57344, inf included, becomes +-57344 (0x7b).
-[[gnu::always_inline]] inline uint8_t floatToFp8e5m2Bits(float f) {
+[[gnu::always_inline]] constexpr uint8_t floatToFp8e5m2Bits(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   const uint32_t sign = (u >> 24) & 0x80u;
   const uint32_t a = u & 0x7fffffffu;
@@ -111,6 +114,21 @@ inline constexpr uint32_t kCanonicalFloatNan = 0x7fc00000u;
   bits |= sign;
   bits = selectBits(a > 0x7f800000u, 0x7fu, bits);
   return static_cast<uint8_t>(bits);
+}
+
+// ---- division for Avg ------------------------------------------------------------------------
+
+// double -> float, rounding to the neighbour whose last mantissa bit is 1 when inexact. A later
+// round-to-nearest to a format with at least two fewer bits then gives the correctly rounded result.
+[[gnu::always_inline]] constexpr float roundToOddFloat(double q) {
+  const float nearest = static_cast<float>(q);
+  const uint32_t bits = std::bit_cast<uint32_t>(nearest);
+  const bool needsOdd = static_cast<double>(nearest) != q && (bits & 1u) == 0;
+  // nearest and q have the same sign, so |nearest| > |q| is a signed comparison.
+  const bool awayFromZero = q < 0 ? static_cast<double>(nearest) < q : static_cast<double>(nearest) > q;
+  // Sign-magnitude: bits - 1 moves towards zero, bits + 1 away from it.
+  const uint32_t towardQ = awayFromZero ? bits - 1 : bits + 1;
+  return std::bit_cast<float>(needsOdd ? towardQ : bits);
 }
 
 }  // namespace accl::dev::host

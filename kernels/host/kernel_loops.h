@@ -72,45 +72,15 @@ struct ScaleKernel {
   }
 };
 
-// double -> float, rounding to the neighbour whose last mantissa bit is 1 when inexact. A later
-// round-to-nearest to a format with at least two fewer bits then gives the correctly rounded result.
-[[gnu::always_inline]] inline float roundToOddFloat(double q) {
-  const float nearest = static_cast<float>(q);
-  const uint32_t bits = std::bit_cast<uint32_t>(nearest);
-  const bool needsOdd = static_cast<double>(nearest) != q && (bits & 1u) == 0;
-  // Sign-magnitude: bits - 1 moves towards zero, bits + 1 away from it.
-  const uint32_t towardQ = std::fabs(static_cast<double>(nearest)) > std::fabs(q) ? bits - 1 : bits + 1;
-  return std::bit_cast<float>(needsOdd ? towardQ : bits);
-}
-
-// Avg: dst = src / divisor. Integer types need divisor >= 1, which divide() in scale.cc checks.
+// Avg: dst = src / divisor (divideOne in element_types.h). Integer types need divisor >= 1,
+// which divide() in scale.cc checks.
 template <class E>
 struct DivideKernel {
   static void run(void* dstv, const void* srcv, int divisor, size_t count) {
     using S = typename E::Storage;
-    using C = typename E::Compute;
     S* dst = static_cast<S*>(dstv);
     const S* src = static_cast<const S*>(srcv);
-    if constexpr (std::is_integral_v<C> && sizeof(C) <= 4) {
-      // There is no SIMD integer division; dividing in double and truncating is exact for
-      // 32-bit operands (the rounding error, < |x/d| * 2^-53, is below the 1/d gap to the
-      // next integer), and it vectorises.
-      const double d = divisor;
-      for (size_t i = 0; i < count; ++i) dst[i] = static_cast<S>(static_cast<int64_t>(static_cast<double>(src[i]) / d));
-    } else if constexpr (std::is_integral_v<C>) {
-      const C d = static_cast<C>(divisor);  // divisor >= 1: no INT64_MIN / -1 overflow
-      for (size_t i = 0; i < count; ++i) dst[i] = static_cast<S>(src[i] / d);
-    } else if constexpr (std::is_same_v<S, C>) {
-      const C d = static_cast<C>(divisor);  // float32 in float, float64 in double: one rounding
-      for (size_t i = 0; i < count; ++i) dst[i] = src[i] / d;
-    } else {
-      // Narrow floats: the divisor is not a narrow value, so float division followed by rounding
-      // to the narrow type can round twice the wrong way (x/d just below a tie becomes the tie).
-      // Divide in double, round to float with round-to-odd, then to the type: that is exactly
-      // one correct rounding, as float has more than two extra bits.
-      const double d = divisor;
-      for (size_t i = 0; i < count; ++i) dst[i] = E::narrow(roundToOddFloat(static_cast<double>(E::widen(src[i])) / d));
-    }
+    for (size_t i = 0; i < count; ++i) dst[i] = divideOne<E>(src[i], divisor);
   }
 };
 
