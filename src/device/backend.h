@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 #include "device.h"
 #include "nccl.h"
@@ -89,8 +90,10 @@ class Backend {
   virtual void waitAny(const std::vector<Fence>& fences, int64_t timeoutUsec) = 0;
 };
 
-// The backend of this process: host today. Chosen once, at first use.
+// The backend of this process: host today. Chosen once, at first use (backend_choice.cc),
+// which logs one INFO line saying which and why; processBackendWhy() is that line.
 std::shared_ptr<Backend> processBackend();
+const std::string& processBackendWhy();
 std::shared_ptr<Backend> hostBackend();
 
 }  // namespace accl::dev

@@ -58,8 +58,8 @@ class HostBackend final : public Backend {
     out->host = lookupHostStream(s);
     if (out->host == nullptr) {
       WARN("%s: stream %p is not an ACCL host stream (create one with ncclHostStreamCreate; the host backend cannot "
-           "run on CUDA streams)",
-           fn, static_cast<void*>(s));
+           "run on CUDA streams; this process uses the %s)",
+           fn, static_cast<void*>(s), processBackendWhy().c_str());
       return ncclInvalidArgument;
     }
     out->kind = StreamKind::Host;
