@@ -2,10 +2,10 @@
 # Builds NVIDIA's nccl-tests (source in $1, unmodified) against OUR installed nccl.h and
 # libnccl.so, as a user would: `make NCCL_HOME=<our prefix>`. Proves programs written for NCCL
 # compile against our header when the CUDA headers are present (issue 10).
-# Usage: nccl_tests_build.sh <nccl-tests dir> <our include dir> <our libnccl.so.2> <workdir>
+# Usage: nccl_tests_build.sh <our include dir> <our libnccl.so.2> <workdir> [nccl-tests dir]
 # NVCC_GENCODE (env) narrows the archs; default sm_90 only (compile time).
 set -u
-src=$1 inc=$2 lib=$3 work=$4
+inc=$1 lib=$2 work=$3 src=${4:-}
 if [ -z "$src" ] || [ ! -f "$src/src/Makefile" ]; then
   echo "SKIP: NCCL_TESTS_DIR is not set (or has no src/Makefile); configure with -DNCCL_TESTS_DIR=<nccl-tests checkout>"
   exit 77
