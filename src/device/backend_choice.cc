@@ -3,8 +3,8 @@
 // backend, said once at INFO (WARN when ACCL_BACKEND=cuda could not be honoured).
 #include "device/backend_choice.h"
 #include <mutex>
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 #include "device/backend.h"
 
 namespace accl::dev {
