@@ -9,7 +9,8 @@
 # Env: NCCL_TESTS_DIR, NVIDIA_NCCL_HOME (NVIDIA's include/nccl.h + lib/libnccl.so.2; default:
 # the pip package nvidia-nccl), MPI_HOME (default /usr/lib/x86_64-linux-gnu/openmpi),
 # GTEST_PREFIX (a prefix holding GTest's CMake config, e.g. a dpkg -x'd libgtest-dev).
-# PyTorch checks live in scripts/gpu-check-torch.sh, sourced when present: it may call `row`.
+# PyTorch checks live in scripts/gpu-check-torch.sh, sourced when present (BUILD and
+# gpu_check_row NAME RESULT DETAIL are set for it).
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build-gpu}
@@ -139,8 +140,10 @@ fi
 
 # ---- PyTorch (torch_accl helper) ----------------------------------------------------------
 if [ -f "$here/scripts/gpu-check-torch.sh" ]; then
+  # Its rows join this table (gpu_check_row); it builds into our build dir (BUILD).
+  gpu_check_row() { row "$@"; }
   # shellcheck source=/dev/null
-  . "$here/scripts/gpu-check-torch.sh"
+  BUILD=$build . "$here/scripts/gpu-check-torch.sh"
 else
   row "PyTorch checks" SKIP "scripts/gpu-check-torch.sh not present"
 fi
