@@ -95,3 +95,22 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
   return removeRegistration("ncclCommWindowDeregister", comm, win);
 }
+
+// NCCL 2.30: the user pointer a window was registered with.
+NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
+  std::shared_ptr<Comm> c;
+  NCCLCHECK(lookupComm(comm, "ncclWinGetUserPtr", &c));
+  if (outUserPtr == nullptr) {
+    WARN("ncclWinGetUserPtr: outUserPtr is NULL");
+    return ncclInvalidArgument;
+  }
+  std::lock_guard<std::mutex> lk(gMemMu);
+  auto it = registrations().find(win);
+  if (it == registrations().end() || it->second->comm != comm) {
+    WARN("ncclWinGetUserPtr: window %p is not a window of comm %p", static_cast<void*>(win),
+         static_cast<void*>(comm));
+    return ncclInvalidArgument;
+  }
+  *outUserPtr = it->second->buff;
+  return ncclSuccess;
+}
