@@ -49,8 +49,8 @@ def effective_size(coll, n, nbytes):
 
 
 def iterations(nbytes, scale):
-    """Timed and warm-up iterations: about 32 MiB moved per size, 3..1000 ops (x scale)."""
-    iters = max(3, min(1000, (32 << 20) // max(nbytes, 1)))
+    """Timed and warm-up iterations: about 32 MiB moved per size, 3..5000 ops (x scale)."""
+    iters = max(3, min(5000, (32 << 20) // max(nbytes, 1)))
     iters = max(2, int(iters * scale))
     return iters, max(1, iters // 10)
 

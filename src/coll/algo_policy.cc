@@ -21,6 +21,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
   }
 }
 
+// Functions (kFuncNames index) that ShmDirect implements: AllGather, AllReduce.
+bool hasShmDirect(int f) { return f == 2 || f == 4; }
+
 // Parses "[^]name,name" into a bit set of allowed algorithms.
 ncclResult_t parseList(const std::string& full, std::string list, uint8_t* out) {
   bool invert = !list.empty() && list[0] == '^';
@@ -32,18 +35,20 @@ ncclResult_t parseList(const std::string& full, std::string list, uint8_t* out) 
       bits |= kAlgoRing;
     } else if (strcasecmp(tok.c_str(), "Tree") == 0) {
       bits |= kAlgoTree;
+    } else if (strcasecmp(tok.c_str(), "ShmDirect") == 0) {
+      bits |= kAlgoShmDirect;
     } else {
       bool known = false;
       for (const char* k : kKnownUnimplemented) known = known || strcasecmp(tok.c_str(), k) == 0;
       if (!known) {
-        WARN("NCCL_ALGO=\"%s\": unknown algorithm \"%s\" (known: Ring, Tree, CollNetDirect, CollNetChain, NVLS, "
-             "NVLSTree, PAT)",
+        WARN("NCCL_ALGO=\"%s\": unknown algorithm \"%s\" (known: Ring, Tree, ShmDirect, CollNetDirect, CollNetChain, "
+             "NVLS, NVLSTree, PAT)",
              full.c_str(), tok.c_str());
         return ncclInvalidUsage;
       }
     }
   }
-  *out = invert ? static_cast<uint8_t>((kAlgoRing | kAlgoTree) & ~bits) : bits;
+  *out = invert ? static_cast<uint8_t>(kAlgoAll & ~bits) : bits;
   return ncclSuccess;
 }
 
@@ -68,7 +73,10 @@ ncclResult_t parseAlgoPolicy(const std::string& text, AlgoPolicy* out) {
       }
       uint8_t bits;
       if (parseList(text, e, &bits) != ncclSuccess) return ncclInvalidUsage;
-      for (uint8_t& a : p.allowed) a = bits;
+      // A list for every function: those without ShmDirect keep Ring and Tree when it names
+      // only ShmDirect, so NCCL_ALGO=ShmDirect forces it where it exists.
+      for (int f = 0; f < 5; f++)
+        p.allowed[f] = !hasShmDirect(f) && bits == kAlgoShmDirect ? (kAlgoRing | kAlgoTree) : bits;
       continue;
     }
     std::string func = e.substr(0, colon);
@@ -84,9 +92,10 @@ ncclResult_t parseAlgoPolicy(const std::string& text, AlgoPolicy* out) {
     if (parseList(text, e.substr(colon + 1), &p.allowed[f]) != ncclSuccess) return ncclInvalidUsage;
   }
   for (int f = 0; f < 5; f++) {
-    if (p.allowed[f] == 0) {
-      WARN("NCCL_ALGO=\"%s\" leaves no algorithm ACCL implements for %s (ACCL has Ring and Tree)", text.c_str(),
-           kFuncNames[f]);
+    if (!hasShmDirect(f) && p.allowed[f] != kAlgoShmDirect) p.allowed[f] &= kAlgoRing | kAlgoTree;
+    if ((p.allowed[f] & (kAlgoRing | kAlgoTree)) == 0 && !(hasShmDirect(f) && (p.allowed[f] & kAlgoShmDirect))) {
+      WARN("NCCL_ALGO=\"%s\" leaves no algorithm ACCL implements for %s (ACCL has Ring, Tree and ShmDirect)",
+           text.c_str(), kFuncNames[f]);
       return ncclInvalidUsage;
     }
   }

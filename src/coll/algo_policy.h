@@ -6,12 +6,13 @@
 
 namespace accl {
 
-enum AlgoBit : uint8_t { kAlgoRing = 1, kAlgoTree = 2 };
+enum AlgoBit : uint8_t { kAlgoRing = 1, kAlgoTree = 2, kAlgoShmDirect = 4 };
+constexpr uint8_t kAlgoAll = kAlgoRing | kAlgoTree | kAlgoShmDirect;
 
 struct AlgoPolicy {
   // Allowed algorithms per function: Broadcast, Reduce, AllGather, ReduceScatter, AllReduce.
-  uint8_t allowed[5] = {kAlgoRing | kAlgoTree, kAlgoRing | kAlgoTree, kAlgoRing | kAlgoTree,
-                        kAlgoRing | kAlgoTree, kAlgoRing | kAlgoTree};
+  // ShmDirect exists for AllGather and AllReduce only.
+  uint8_t allowed[5] = {kAlgoRing | kAlgoTree, kAlgoRing | kAlgoTree, kAlgoAll, kAlgoRing | kAlgoTree, kAlgoAll};
 };
 
 // Parses an NCCL_ALGO value ("" = all allowed). Errors are ncclInvalidUsage with a WARN.

@@ -2,7 +2,8 @@
 //   ring_allreduce.cc, recursive_doubling_allreduce.cc, ring_allgather.cc,
 //   ring_reduce_scatter.cc, ring_broadcast.cc, chain_reduce.cc, direct.cc (flat trees:
 //   broadcast, reduce, gather, scatter for small messages and rooted ops), rank_order_reduce.cc
-//   (ACCL_DETERMINISTIC: every element reduced left to right in rank order).
+//   (ACCL_DETERMINISTIC: every element reduced left to right in rank order), shm_direct.cc
+//   (small all-reduce/all-gather through the shared-memory board; also rank order).
 // Counts are in elements; buffers are the op's (already pre-scaled) input and output.
 #pragma once
 #include <memory>
@@ -40,6 +41,9 @@ std::unique_ptr<StepSource> makeRankOrderGatheredAllReduce(const CollArgs& a);
 std::unique_ptr<StepSource> makeRankOrderReduce(const CollArgs& a);
 std::unique_ptr<StepSource> makeRankOrderGatheredReduce(const CollArgs& a);
 std::unique_ptr<StepSource> makeRankOrderReduceScatter(const CollArgs& a);
+// shm_direct.cc: every rank reads all inputs from the board (needs Comm::board; count = per rank).
+std::unique_ptr<StepSource> makeShmDirectAllReduce(const CollArgs& a);
+std::unique_ptr<StepSource> makeShmDirectAllGather(const CollArgs& a);
 
 // A fixed list of steps (small plans).
 class StepList final : public StepSource {

@@ -21,6 +21,8 @@ struct Step {
     Scale,           // dst = src * scalar (PreMulSum input scaling)
     Divide,          // dst = src / divisor (average)
     Accumulate,      // dst = dst OP src (local; the accumulator is the left operand)
+    BoardReduce,     // post src on the board; dst = every rank's post reduced, in rank order
+    BoardGather,     // post src on the board; dst + r * bytes = rank r's post
   };
   Kind kind = Kind::Copy;
   ncclDataType_t type = ncclInt8;

@@ -1,4 +1,5 @@
 #include "comm/comm.h"
+#include "transports/shm/shm_board.h"
 #include <cstring>
 #include <unordered_set>
 #include "base/check.h"
@@ -22,6 +23,7 @@ Comm::~Comm() {
   statusUnregister(this);
   conns.clear();  // before the transports whose memory and threads they use
   transports.clear();
+  shmBoard.reset();
 }
 
 Doorbell* Comm::bell() {

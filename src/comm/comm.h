@@ -12,6 +12,7 @@
 #include "device/backend.h"
 #include "net/socket.h"
 #include "coll/algo_policy.h"
+#include "transports/board.h"
 #include "transports/doorbell.h"
 #include "transports/peer_info.h"
 #include "transports/setup.h"
@@ -26,6 +27,8 @@ struct RedOpEntry {
   alignas(8) unsigned char scalar[8] = {};
   const void* deviceScalar = nullptr;
 };
+
+class ShmBoard;
 
 class Comm {
  public:
@@ -49,6 +52,8 @@ class Comm {
   std::vector<Transport*> peerTransport;
   std::vector<std::unique_ptr<PeerConnection>> conns;  // by peer rank; null for self or not yet made
   std::mutex connMu;  // guards making a connection against fail()/depart() walking them
+  std::unique_ptr<ShmBoard> shmBoard;  // ShmDirect's memory when every rank is on this host
+  Board board;  // ShmDirect's view of it (capacity 0: no board)
   size_t ringBytes = 1 << 20;  // capacity of each channel direction
   AlgoPolicy algoPolicy;
   // Reductions fold in rank order (src/coll/rank_order_reduce.cc): ACCL_DETERMINISTIC at

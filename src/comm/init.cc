@@ -1,4 +1,5 @@
 #include "comm/init.h"
+#include "transports/shm/shm_board.h"
 #include <sys/random.h>
 #include <unistd.h>
 #include <algorithm>
@@ -99,6 +100,15 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
     if (!chosen[t].empty())
       used += (used.empty() ? "" : "+") + std::string(c->transports[t]->name()) + " (" +
               std::to_string(chosen[t].size()) + " peers)";
+  }
+  // ShmDirect's board: only when shared memory reaches every rank (it replaces whole collectives).
+  bool allShm = nranks > 1 && param::shmDirectChunk() > 0;
+  for (int p = 0; p < nranks; p++)
+    if (p != rank) allShm = allShm && c->peerTransport[p] && std::string(c->peerTransport[p]->name()) == "SHM";
+  if (allShm) {
+    NCCLCHECK(ShmBoard::create(*c->bootstrap, rank, nranks, c->nonce, static_cast<size_t>(param::shmDirectChunk()),
+                               &c->shmBoard));
+    if (c->shmBoard) c->shmBoard->fill(&c->board);
   }
   INFO(kSubsysInit, "comm rank %d/%d: %zu local ranks, %s, channel %zu bytes", rank, nranks, c->localRanks.size(),
        used.empty() ? "no peers" : used.c_str(), c->ringBytes);

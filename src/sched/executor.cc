@@ -198,8 +198,8 @@ WaitPlan planWait(std::vector<std::unique_ptr<CommWork>>& works) {
         p.fences.push_back(lane.deviceFence());
       }
     }
-    Doorbell* b = c.bell();
-    if (std::find(p.bells.begin(), p.bells.end(), b) == p.bells.end()) p.bells.push_back(b);
+    for (Doorbell* b : {c.bell(), c.board.ownBell})  // rings, and the ShmDirect board
+      if (b && std::find(p.bells.begin(), p.bells.end(), b) == p.bells.end()) p.bells.push_back(b);
   }
   return p;
 }

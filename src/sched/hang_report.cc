@@ -25,6 +25,8 @@ const char* stepName(Step::Kind k) {
     case Step::Kind::Scale: return "scale";
     case Step::Kind::Divide: return "divide";
     case Step::Kind::Accumulate: return "accumulate";
+    case Step::Kind::BoardReduce: return "board reduce";
+    case Step::Kind::BoardGather: return "board gather";
   }
   return "?";
 }

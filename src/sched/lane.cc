@@ -60,6 +60,7 @@ void Lane::finish(const InFlight& f) {
 
 ncclResult_t Lane::runStep(Comm& comm, const dev::StreamRef& stream, StepState* state) {
   Step& s = cur_;
+  if (s.kind == Step::Kind::BoardReduce || s.kind == Step::Kind::BoardGather) return runBoardStep(comm, state);
   dev::Backend& be = *comm.backend;
   const size_t esize = dev::typeSize(s.type);
   const size_t remaining = s.bytes - done_;
@@ -129,6 +130,8 @@ ncclResult_t Lane::runStep(Comm& comm, const dev::StreamRef& stream, StepState* 
       *state = settle(be, {false, f, ch, nullptr, n});
       return ncclSuccess;
     }
+    case Step::Kind::BoardReduce:
+    case Step::Kind::BoardGather: break;  // runBoardStep
     case Step::Kind::RecvReduceSend:
     case Step::Kind::RecvCopySend: {
       PeerConnection* inConn;
@@ -188,6 +191,8 @@ ncclResult_t Lane::advance(Comm& comm, const dev::StreamRef& stream, bool* progr
       hasCur_ = true;
       done_ = 0;
       sendAligned_ = recvAligned_ = false;
+      boardSeq_ = 0;
+      boardNext_ = 0;
     }
     StepState state;
     NCCLCHECK(runStep(comm, stream, &state));

@@ -64,8 +64,10 @@ void addRankOrderAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, Algo
 void addAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, const Comm& c) {
   const size_t bytes = op.count * dev::typeSize(op.type);
   const bool stream = outputElems(op, c.nranks) * dev::typeSize(op.type) >= static_cast<size_t>(param::streamOutputBytes());
-  Algo algo = chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks);
-  const bool rankOrder = isReduction(op.kind) && c.deterministic.load(std::memory_order_relaxed);
+  Algo algo = chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks, c.board.capacity);
+  // ShmDirect folds in rank order already ((x0 op x1) op x2 ..., the same on every rank).
+  const bool rankOrder =
+      isReduction(op.kind) && c.deterministic.load(std::memory_order_relaxed) && algo != Algo::ShmDirect;
   INFO(kSubsysTuning, "%s: %zu bytes on %d ranks -> %s%s", opKindName(op.kind), bytes, c.nranks, algoName(algo),
        rankOrder ? " (rank order)" : "");
   if (rankOrder) {
@@ -74,7 +76,9 @@ void addAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, const Comm& c
   }
   switch (op.kind) {
     case OpKind::AllReduce:
-      if (algo == Algo::Tree) {
+      if (algo == Algo::ShmDirect) {
+        lane.add(makeShmDirectAllReduce(a));
+      } else if (algo == Algo::Tree) {
         addRecursiveDoubling(lane, a, c.ringBytes / 2);
       } else {
         lane.add(makeRingAllReduce(a), stream);
@@ -86,7 +90,9 @@ void addAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, const Comm& c
     case OpKind::Reduce:
       lane.add(algo == Algo::Tree ? makeDirectReduce(a) : makeChainReduce(a), stream);
       break;
-    case OpKind::AllGather: lane.add(makeRingAllGather(a), stream); break;
+    case OpKind::AllGather:
+      lane.add(algo == Algo::ShmDirect ? makeShmDirectAllGather(a) : makeRingAllGather(a), stream);
+      break;
     case OpKind::ReduceScatter: lane.add(makeRingReduceScatter(a), stream); break;
     case OpKind::Gather: lane.add(makeDirectGather(a), stream); break;
     case OpKind::Scatter: lane.add(makeDirectScatter(a), stream); break;

@@ -3,7 +3,7 @@
 
 namespace accl {
 
-Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks) {
+Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks, size_t boardBytes) {
   int f;
   switch (kind) {
     case OpKind::Broadcast: f = 0; break;
@@ -14,6 +14,14 @@ Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks)
     default: return Algo::Tree;
   }
   uint8_t allowed = policy.allowed[f];
+  // ShmDirect: all-reduce and all-gather up to ACCL_SHM_DIRECT_BYTES per rank when the
+  // communicator has a board (boardBytes: its slot size; 0 none); elsewhere not an option.
+  const bool boardKind = (kind == OpKind::AllReduce || kind == OpKind::AllGather) && boardBytes > 0;
+  if (boardKind && allowed == kAlgoShmDirect) return Algo::ShmDirect;  // forced: any size, in board-sized chunks
+  if (boardKind && bytes <= static_cast<size_t>(param::shmDirectBytes()) && (allowed & kAlgoShmDirect))
+    return Algo::ShmDirect;
+  allowed &= kAlgoRing | kAlgoTree;
+  if (allowed == 0) allowed = kAlgoRing | kAlgoTree;  // only ShmDirect allowed, and it cannot run
   if (allowed == kAlgoRing) return Algo::Ring;
   if (allowed == kAlgoTree) return Algo::Tree;
   // All-gather and reduce-scatter have no separate latency algorithm: the ring is it.
@@ -22,6 +30,13 @@ Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks)
   return bytes <= static_cast<size_t>(param::treeThreshold()) ? Algo::Tree : Algo::Ring;
 }
 
-const char* algoName(Algo a) { return a == Algo::Ring ? "Ring" : "Tree"; }
+const char* algoName(Algo a) {
+  switch (a) {
+    case Algo::Ring: return "Ring";
+    case Algo::Tree: return "Tree";
+    case Algo::ShmDirect: return "ShmDirect";
+  }
+  return "?";
+}
 
 }  // namespace accl

@@ -1,6 +1,8 @@
 // tuner.h: which algorithm runs an op. NCCL_ALGO is parsed with NCCL's grammar; its "Ring"
 // maps to our ring/chain algorithms and "Tree" to our latency algorithms (recursive
-// doubling, flat trees). Other NCCL algorithm names are accepted but not implemented here.
+// doubling, flat trees). "ShmDirect" (ours) is the shared-memory board for small all-reduces
+// and all-gathers when every rank is on one host. Other NCCL algorithm names are accepted but
+// not implemented here.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -10,9 +12,11 @@
 
 namespace accl {
 
-enum class Algo { Ring, Tree };
+enum class Algo { Ring, Tree, ShmDirect };
 // Picks the algorithm for an op of `bytes` per rank on a communicator of n ranks.
-Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks);
+// `boardBytes`: the slot size of the communicator's shared-memory board (0: none, e.g. ranks
+// on several hosts or NCCL_SHM_DISABLE=1); ShmDirect runs any size through it in chunks.
+Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks, size_t boardBytes = 0);
 const char* algoName(Algo a);
 
 }  // namespace accl

@@ -50,6 +50,7 @@ class Lane {
   };
   StepState settle(dev::Backend& backend, const InFlight& f);
   void finish(const InFlight& f);
+  ncclResult_t runBoardStep(Comm& comm, StepState* state);  // lane_board.cc
   bool alignSend(SendChannel* ch);
   bool alignRecv(RecvChannel* ch);
 
@@ -65,6 +66,8 @@ class Lane {
   int waitRecv_ = -1;
   int waitSend_ = -1;
   InFlight inFlight_;
+  uint64_t boardSeq_ = 0;  // board steps: the sequence number posted (0: not posted yet)
+  int boardNext_ = 0;      // board steps: the next rank whose post to consume
 };
 
 struct CommWork {

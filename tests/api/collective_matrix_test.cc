@@ -80,7 +80,7 @@ TEST_P(CollectiveMatrixOnThreadsOverSockets, EveryCaseMatchesTheReferenceWithSha
 INSTANTIATE_TEST_SUITE_P(, CollectiveMatrixOnThreadsOverSockets, testing::Values(2, 3, 4, 5, 8),
                          [](const testing::TestParamInfo<int>& info) { return ranksName(info.param); });
 
-// NCCL_ALGO=Ring / Tree forced for AllReduce, Broadcast (and Bcast) and Reduce.
+// NCCL_ALGO=Ring / Tree / ShmDirect forced for AllReduce, Broadcast (and Bcast) and Reduce.
 using ForcedParam = std::tuple<const char*, int, bool>;  // algorithm, ranks, sockets
 class ForcedAlgorithmMatrixOnThreads : public testing::TestWithParam<ForcedParam> {};
 
@@ -96,6 +96,7 @@ TEST_P(ForcedAlgorithmMatrixOnThreads, AllReduceBroadcastAndReduceMatchTheRefere
   }
   std::vector<std::string> env = {std::string("NCCL_ALGO=") + algo};
   if (sockets) env.push_back("NCCL_SHM_DISABLE=1");
+  if (std::string(algo) == "ShmDirect") env.push_back("ACCL_SHM_DIRECT_CHUNK=65536");  // the prime count: 2-16 chunks
   ChildResult result = runChildProcesses(1, false, n, env, 580);
   EXPECT_TRUE(result.ok) << result.report;
 }
@@ -106,4 +107,13 @@ INSTANTIATE_TEST_SUITE_P(, ForcedAlgorithmMatrixOnThreads,
                          [](const testing::TestParamInfo<ForcedParam>& info) {
                            return std::string(std::get<0>(info.param)) + "On" + ranksName(std::get<1>(info.param)) +
                                   (std::get<2>(info.param) ? "OverSockets" : "OverSharedMemory");
+                         });
+
+// ShmDirect (the shared-memory board) forced: all-reduces of every size run on it, in chunks of
+// its capacity; without shared memory it cannot run.
+INSTANTIATE_TEST_SUITE_P(ShmDirect, ForcedAlgorithmMatrixOnThreads,
+                         testing::Combine(testing::Values("ShmDirect"), testing::Values(2, 3, 5, 8),
+                                          testing::Values(false)),
+                         [](const testing::TestParamInfo<ForcedParam>& info) {
+                           return std::string(std::get<0>(info.param)) + "On" + ranksName(std::get<1>(info.param));
                          });

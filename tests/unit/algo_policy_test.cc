@@ -10,7 +10,9 @@ constexpr int kBroadcast = 0, kAllGather = 2, kAllReduce = 4;
 TEST(AlgoPolicy, EmptyValueAllowsEverything) {
   AlgoPolicy p;
   ASSERT_EQ(parseAlgoPolicy("", &p), ncclSuccess);
-  for (uint8_t a : p.allowed) EXPECT_EQ(a, kAlgoRing | kAlgoTree);
+  EXPECT_EQ(p.allowed[kAllReduce], kAlgoRing | kAlgoTree | kAlgoShmDirect);
+  EXPECT_EQ(p.allowed[kAllGather], kAlgoRing | kAlgoTree | kAlgoShmDirect);
+  EXPECT_EQ(p.allowed[kBroadcast], kAlgoRing | kAlgoTree);
 }
 
 TEST(AlgoPolicy, ListAppliesToEveryFunctionCaseInsensitively) {
@@ -22,7 +24,7 @@ TEST(AlgoPolicy, ListAppliesToEveryFunctionCaseInsensitively) {
 TEST(AlgoPolicy, CaretExcludesTheListedAlgorithms) {
   AlgoPolicy p;
   ASSERT_EQ(parseAlgoPolicy("^tree", &p), ncclSuccess);
-  EXPECT_EQ(p.allowed[kAllReduce], kAlgoRing);
+  EXPECT_EQ(p.allowed[kAllReduce], kAlgoRing | kAlgoShmDirect);
 }
 
 TEST(AlgoPolicy, PerFunctionEntriesOverrideTheFirstEntry) {
@@ -43,7 +45,18 @@ TEST(AlgoPolicy, UnknownAlgorithmOrFunctionIsInvalidUsage) {
 TEST(AlgoPolicy, NoImplementedAlgorithmLeftIsInvalidUsage) {
   AlgoPolicy p;
   EXPECT_EQ(parseAlgoPolicy("NVLS", &p), ncclInvalidUsage);
-  EXPECT_EQ(parseAlgoPolicy("allreduce:^ring,tree", &p), ncclInvalidUsage);
+  EXPECT_EQ(parseAlgoPolicy("broadcast:^ring,tree", &p), ncclInvalidUsage);  // ShmDirect has no broadcast
+  EXPECT_EQ(parseAlgoPolicy("broadcast:shmdirect", &p), ncclInvalidUsage);
+}
+
+TEST(AlgoPolicy, ShmDirectAloneForcesItWhereItExistsAndLeavesTheRestAlone) {
+  AlgoPolicy p;
+  ASSERT_EQ(parseAlgoPolicy("ShmDirect", &p), ncclSuccess);
+  EXPECT_EQ(p.allowed[kAllReduce], kAlgoShmDirect);
+  EXPECT_EQ(p.allowed[kAllGather], kAlgoShmDirect);
+  EXPECT_EQ(p.allowed[kBroadcast], kAlgoRing | kAlgoTree);
+  ASSERT_EQ(parseAlgoPolicy("allreduce:^ring,tree", &p), ncclSuccess);
+  EXPECT_EQ(p.allowed[kAllReduce], kAlgoShmDirect);
 }
 
 TEST(Tuner, SmallAllReducesUseTheLatencyAlgorithmAndLargeOnesTheRing) {
@@ -52,6 +65,20 @@ TEST(Tuner, SmallAllReducesUseTheLatencyAlgorithmAndLargeOnesTheRing) {
   EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 64 << 20, 4), Algo::Ring);
   ASSERT_EQ(parseAlgoPolicy("tree", &p), ncclSuccess);
   EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 64 << 20, 4), Algo::Tree);
+}
+
+TEST(Tuner, ShmDirectRunsSmallAllReducesAndAllGathersWhenThereIsABoard) {
+  AlgoPolicy p;
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8, 8, 4096), Algo::ShmDirect);
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllGather, 4096, 8, 4096), Algo::ShmDirect);
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 4097, 8, 4096), Algo::Tree);  // above ACCL_SHM_DIRECT_BYTES
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8, 8, 0), Algo::Tree);  // no board: ranks on several hosts
+  EXPECT_EQ(chooseAlgo(p, OpKind::Broadcast, 8, 8, 4096), Algo::Tree);
+  ASSERT_EQ(parseAlgoPolicy("^ShmDirect", &p), ncclSuccess);
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8, 8, 4096), Algo::Tree);
+  ASSERT_EQ(parseAlgoPolicy("ShmDirect", &p), ncclSuccess);
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 1 << 20, 8, 4096), Algo::ShmDirect);  // forced: in chunks
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8, 8, 0), Algo::Tree);                // no board: the default
 }
 
 }  // namespace

@@ -25,9 +25,10 @@ struct Case {
 // Runs `factory` on every rank with int32 sum; in/out sizes in elements.
 void simulate(const Factory& factory, const Case& c, size_t inElems, size_t outElems,
               const std::function<void(int, const std::vector<int32_t>&, const std::vector<std::vector<int32_t>>&)>&
-                  check) {
-  const size_t piece = 64;           // bytes
-  World world(c.n, 4 * piece);       // the planner keeps channels >= 4 pieces
+                  check,
+              size_t boardBytes = World::kBoardBytes) {
+  const size_t piece = 64;                  // bytes
+  World world(c.n, 4 * piece, boardBytes);  // the planner keeps channels >= 4 pieces
   std::vector<std::vector<int32_t>> in(c.n, std::vector<int32_t>(inElems)), out(c.n, std::vector<int32_t>(outElems, -7));
   std::vector<Lane> lanes(c.n);
   for (int r = 0; r < c.n; r++) {
@@ -94,6 +95,84 @@ TEST(AlgorithmSimulation, RingReduceScatterLeavesEachRankItsReducedBlock) {
         ASSERT_EQ(out[i], want) << "rank " << r << " n " << c.n;
       }
     });
+  }
+}
+
+// Board capacities: whole inputs in one chunk, and 3 or 2 elements per chunk (inputs in many).
+TEST(AlgorithmSimulation, ShmDirectAllReduceSumsEveryElementForAnyRankCountAndChunking) {
+  for (size_t boardBytes : {World::kBoardBytes, size_t{12}, size_t{9}})
+    for (const Case& c : cases(false)) {
+      simulate(
+          makeShmDirectAllReduce, c, c.count, c.count,
+          [&](int r, const auto& out, const auto& in) {
+            for (size_t i = 0; i < c.count; i++) {
+              int32_t want = 0;
+              for (int p = 0; p < c.n; p++) want += in[p][i];
+              ASSERT_EQ(out[i], want) << "rank " << r << " n " << c.n << " board " << boardBytes;
+            }
+          },
+          boardBytes);
+    }
+}
+
+TEST(AlgorithmSimulation, ShmDirectAllGatherPlacesEveryRanksBlockForAnyChunking) {
+  for (size_t boardBytes : {World::kBoardBytes, size_t{12}, size_t{9}})
+    for (const Case& c : cases(false)) {
+      simulate(
+          makeShmDirectAllGather, c, c.count, c.count * c.n,
+          [&](int r, const auto& out, const auto& in) {
+            for (int p = 0; p < c.n; p++)
+              for (size_t i = 0; i < c.count; i++)
+                ASSERT_EQ(out[p * c.count + i], in[p][i]) << "rank " << r << " board " << boardBytes;
+          },
+          boardBytes);
+    }
+}
+
+// Back-to-back board operations reuse each rank's two slots; ranks run at different speeds
+// (rank r advances r+1 times per round), so fast ones post while slow ones still read.
+TEST(AlgorithmSimulation, ShmDirectOperationsBackToBackNeverReadAReusedSlot) {
+  constexpr int kOps = 7;
+  for (int n : {2, 3, 5, 8}) {
+    World world(n, 256);
+    const size_t count = 5;
+    std::vector<std::vector<std::vector<int32_t>>> in(n), out(n);
+    std::vector<Lane> lanes(n);
+    for (int r = 0; r < n; r++) {
+      for (int k = 0; k < kOps; k++) {
+        in[r].push_back(std::vector<int32_t>(count));
+        for (size_t i = 0; i < count; i++) in[r][k][i] = (k + 1) * 100 + r * 10 + static_cast<int32_t>(i);
+        out[r].push_back(std::vector<int32_t>(count, -1));
+      }
+      for (int k = 0; k < kOps; k++) {
+        CollArgs a;
+        a.src = reinterpret_cast<const char*>(in[r][k].data());
+        a.dst = reinterpret_cast<char*>(out[r][k].data());
+        a.count = count;
+        a.type = ncclInt32;
+        a.rank = r;
+        a.nranks = n;
+        lanes[r].add(makeShmDirectAllReduce(a));
+      }
+    }
+    for (bool all = false; !all;) {
+      all = true;
+      bool moved = false;
+      for (int r = 0; r < n; r++)
+        for (int t = 0; t <= r && !lanes[r].finished(); t++) {
+          ASSERT_EQ(lanes[r].advance(*world.comms[r], dev::StreamRef{}, &moved), ncclSuccess);
+          all = all && lanes[r].finished();
+        }
+      for (int r = 0; r < n; r++) all = all && lanes[r].finished();
+      ASSERT_TRUE(all || moved) << "deadlock with n=" << n;
+    }
+    for (int r = 0; r < n; r++)
+      for (int k = 0; k < kOps; k++)
+        for (size_t i = 0; i < count; i++) {
+          int32_t want = 0;
+          for (int p = 0; p < n; p++) want += in[p][k][i];
+          ASSERT_EQ(out[r][k][i], want) << "rank " << r << " op " << k << " n " << n;
+        }
   }
 }
 

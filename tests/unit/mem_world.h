@@ -65,7 +65,7 @@ class MemConn final : public PeerConnection {
 
 // n ranks fully connected by rings of `cap` bytes.
 struct World {
-  World(int n, size_t cap) : n(n) {
+  World(int n, size_t cap, size_t boardBytes = kBoardBytes) : n(n) {
     for (int i = 0; i < n * n; i++) rings.push_back(std::make_unique<MemRing>(cap));
     for (int r = 0; r < n; r++) {
       auto c = std::make_unique<Comm>();
@@ -76,7 +76,21 @@ struct World {
         if (p != r) c->conns[p] = std::make_unique<MemConn>(ring(r, p), ring(p, r));
       comms.push_back(std::move(c));
     }
+    // The ShmDirect board: two slots per rank, in ordinary memory (one process here).
+    const size_t stride = boardSlotStride(boardBytes);
+    boardMemory.assign(n * 2 * stride / sizeof(uint64_t), 0);
+    for (int r = 0; r < n; r++) {
+      Board& b = comms[r]->board;
+      b.capacity = boardBytes;
+      for (int parity = 0; parity < 2; parity++)
+        for (int p = 0; p < n; p++)
+          b.slots[parity].push_back(reinterpret_cast<BoardSlot*>(
+              reinterpret_cast<char*>(boardMemory.data()) + (p * 2 + parity) * stride));
+      b.bells.assign(n, nullptr);
+    }
   }
+  static constexpr size_t kBoardBytes = 4096;
+  std::vector<uint64_t> boardMemory;
   MemRing* ring(int from, int to) { return rings[from * n + to].get(); }
   // Runs one lane per rank round-robin; false if no rank can move (deadlock).
   bool run(std::vector<Lane>& lanes) {

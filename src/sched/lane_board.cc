@@ -1,0 +1,71 @@
+// Lane::runBoardStep: the ShmDirect steps (transports/board.h). The step's bytes go through
+// the board in chunks of its capacity; for each chunk the rank posts its piece once, then
+// consumes every rank's post in rank order as each appears, so all ranks reduce in the same
+// order and get bitwise identical results. Every chunk is one board operation (one sequence
+// number), so the two-slot argument of board.h holds chunk by chunk.
+#include <algorithm>
+#include <cstring>
+#include "base/check.h"
+#include "sched/work.h"
+
+namespace accl {
+
+ncclResult_t Lane::runBoardStep(Comm& comm, StepState* state) {
+  const Step& s = cur_;
+  Board& board = comm.board;
+  const int n = comm.nranks;
+  const size_t esize = dev::typeSize(s.type);
+  *state = StepState::Blocked;
+  waitSend_ = -1;
+  if (board.capacity < esize || static_cast<int>(board.slots[0].size()) != n) {
+    WARN("rank %d: ShmDirect step without a board that can hold it (capacity %zu, %zu ranks)", comm.rank,
+         board.capacity, board.slots[0].size());
+    return ncclInternalError;
+  }
+  const size_t chunk = board.capacity - board.capacity % esize;  // the same on every rank
+  bool moved = false;
+  while (done_ < s.bytes) {
+    const size_t len = std::min(chunk, s.bytes - done_);
+    if (boardSeq_ == 0) {
+      boardSeq_ = ++board.posted;
+      BoardSlot* mine = board.slots[boardSeq_ & 1][comm.rank];
+      std::memcpy(mine->data(), s.src + done_, len);
+      mine->seq.store(boardSeq_, std::memory_order_release);
+      for (Doorbell* bell : board.bells)
+        if (bell) ringDoorbell(bell);
+      boardNext_ = 0;
+      moved = true;
+    }
+    while (boardNext_ < n) {
+      BoardSlot* slot = board.slots[boardSeq_ & 1][boardNext_];
+      if (slot->seq.load(std::memory_order_acquire) != boardSeq_) {
+        waitRecv_ = boardNext_;
+        // A peer that died never posts: its closed connection (if made; Comm::fail closes them
+        // all) ends the wait, else the executor's peer checks do.
+        if (PeerConnection* conn = boardNext_ == comm.rank ? nullptr : comm.conns[boardNext_].get()) {
+          const void* buf;
+          size_t avail;
+          NCCLCHECK(conn->recv()->peek(&buf, &avail));
+        }
+        if (moved) *state = StepState::Moved;
+        return ncclSuccess;
+      }
+      if (s.kind == Step::Kind::BoardGather) {
+        std::memcpy(s.dst + boardNext_ * s.bytes + done_, slot->data(), len);
+      } else if (boardNext_ == 1) {
+        dev::reduce2(s.type, s.op, s.dst + done_, board.slots[boardSeq_ & 1][0]->data(), slot->data(), len / esize);
+      } else if (boardNext_ > 1) {
+        dev::reduce2(s.type, s.op, s.dst + done_, s.dst + done_, slot->data(), len / esize);
+      }
+      boardNext_++;
+      moved = true;
+    }
+    done_ += len;
+    boardSeq_ = 0;  // the next chunk is a new board operation
+  }
+  waitRecv_ = -1;
+  *state = StepState::Done;
+  return ncclSuccess;
+}
+
+}  // namespace accl

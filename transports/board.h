@@ -1,0 +1,37 @@
+// board.h: where ranks that share memory meet for small collectives (NCCL_ALGO "ShmDirect").
+// Each rank owns two slots, used by alternate operations. A slot is a sequence number with
+// the rank's input right behind it (the first 56 bytes share its cache line), so posting an
+// input is one copy and one store, and every rank reads all inputs straight from the board:
+// one synchronisation per operation instead of one per hop.
+//
+// Why two slots need no acknowledgement: a rank posts operation k only after it has read
+// every rank's post of k-1, and a rank posts k-1 only after it finished reading the posts of
+// k-2. So when a rank overwrites its slot k (= slot k-2), nobody can still be reading k-2.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+#include "transports/doorbell.h"
+
+namespace accl {
+
+struct BoardSlot {
+  std::atomic<uint64_t> seq{0};  // the operation whose input the slot holds (0: none yet)
+  char* data() { return reinterpret_cast<char*>(this) + sizeof(BoardSlot); }
+};
+static_assert(sizeof(BoardSlot) == 8 && std::atomic<uint64_t>::is_always_lock_free);
+
+// Bytes one slot takes for `capacity` bytes of input: whole cache lines.
+inline size_t boardSlotStride(size_t capacity) { return (sizeof(BoardSlot) + capacity + 63) & ~size_t(63); }
+
+struct Board {
+  size_t capacity = 0;               // input bytes every rank's slot holds; 0: no board
+  std::vector<BoardSlot*> slots[2];  // [seq & 1][rank]
+  std::vector<Doorbell*> bells;      // [rank]: rung after posting (null: nobody to wake)
+  Doorbell* ownBell = nullptr;       // the one peers ring for this rank (the executor sleeps on it too)
+  uint64_t posted = 0;               // sequence number of this rank's latest post
+  bool available(size_t bytes) const { return capacity > 0 && bytes <= capacity; }
+};
+
+}  // namespace accl
