@@ -409,3 +409,17 @@ TEST(Memory, RegisterDeregisterRoundTripsAndForeignHandlesAreRejected) {
   EXPECT_EQ(ncclCommWindowDeregister(comms[1], w1), ncclInvalidArgument);
   for (auto c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
 }
+
+// A root that sends a small broadcast finishes at once (the data fits in the receiver's ring) and
+// may destroy its communicator before the receiver first touches that pair. The receiver must
+// still get the data: it lies in the receiver's own shared memory, and the root's is gone.
+TEST(Lifecycle, ASenderThatDestroysBeforeTheReceiverConnectsStillDeliversItsData) {
+  accltest::runRanks(2, [](int rank, ncclComm_t& comm) {
+    std::vector<int> buf(1024, rank == 1 ? 42 : -1);
+    if (rank == 0) usleep(300 * 1000);  // rank 1 has destroyed its communicator by now
+    ASSERT_EQ(ncclBroadcast(buf.data(), buf.data(), buf.size(), ncclInt32, 1, comm, nullptr), ncclSuccess)
+        << accltest::lastError();
+    EXPECT_EQ(buf.front(), 42);
+    EXPECT_EQ(buf.back(), 42);
+  });
+}

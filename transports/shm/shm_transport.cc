@@ -261,6 +261,14 @@ ncclResult_t ShmTransport::connect(TransportSetup& ctx, int peer, std::unique_pt
   const PeerInfo& info = (*ctx.peers)[peer];
   std::string path = "/proc/" + std::to_string(info.pid) + "/fd/" + std::to_string(info.shmFd);
   int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) {
+    // The peer closed its segment before this rank first needed it: it destroyed its
+    // communicator (or exited) after its last use of this pair. Whatever it sent already lies in
+    // this rank's own segment, so receives drain that and then fail naming it; sends fail at once.
+    INFO(kSubsysShm, "rank %d: %s closed its shared memory before this rank connected (%s): it left", ctx.rank,
+         ctx.describePeer(peer).c_str(), path.c_str());
+    return departedPeer(peer, out);
+  }
   if (fd < 0) {
     WARN("rank %d: cannot open the shared memory of %s (%s: %s): the process is gone or not accessible",
          ctx.rank, ctx.describePeer(peer).c_str(), path.c_str(), strerror(errno));
@@ -278,6 +286,29 @@ ncclResult_t ShmTransport::connect(TransportSetup& ctx, int peer, std::unique_pt
          path.c_str(), ctx.describePeer(peer).c_str());
     return ncclRemoteError;
   }
+  *out = std::make_unique<ShmConnection>(std::move(header), std::move(slot), own_->at(slotOffset(peer, ringBytes_)),
+                                         ringBytes_, sharedBell(), peer);
+  return ncclSuccess;
+}
+
+ncclResult_t ShmTransport::departedPeer(int peer, std::unique_ptr<PeerConnection>* out) {
+  // Private stand-ins for the peer's header and our outgoing slot: the header says "departed",
+  // the slot is full and closed, so nothing is ever written where no one reads.
+  void* h = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* s = mmap(nullptr, 2 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (h == MAP_FAILED || s == MAP_FAILED) {
+    if (h != MAP_FAILED) munmap(h, kPage);
+    if (s != MAP_FAILED) munmap(s, 2 * kPage);
+    WARN("shm: mmap of %zu bytes failed: %s", 3 * kPage, strerror(errno));
+    return ncclSystemError;
+  }
+  auto header = std::make_unique<Mapping>(h, kPage);
+  auto slot = std::make_unique<Mapping>(s, 2 * kPage);
+  new (h) SegmentHeader{};
+  reinterpret_cast<SegmentHeader*>(h)->departed.store(1, std::memory_order_release);
+  auto* ring = new (s) RingHeader();
+  ring->tail.store(ringBytes_, std::memory_order_relaxed);
+  ring->closed.store(kDeparted | static_cast<uint32_t>(peer), std::memory_order_release);
   *out = std::make_unique<ShmConnection>(std::move(header), std::move(slot), own_->at(slotOffset(peer, ringBytes_)),
                                          ringBytes_, sharedBell(), peer);
   return ncclSuccess;

@@ -34,6 +34,7 @@ class ShmTransport final : public Transport {
   struct Mapping;
 
  private:
+  ncclResult_t departedPeer(int peer, std::unique_ptr<PeerConnection>* out);
   std::unique_ptr<Mapping> own_;  // this rank's whole segment
   int fd_ = -1;
   size_t ringBytes_ = 0;
