@@ -94,3 +94,24 @@ extern "C" __global__ void accl_copy(void* dstv, const void* srcv, size_t bytes)
   }
   for (size_t i = head + firstIndex(); i < bytes; i += gridStride()) dst[i] = src[i];
 }
+
+// Stream gates (ACCL_CUDA_STREAM_SYNC=kernel; the default uses stream memory operations): one
+// thread writes or waits on a 64-bit flag in mapped host memory that the backend's worker
+// thread reads and writes. Kernels, unlike memory operations, are captured by every CUDA graph
+// version, at the cost of one resident thread while waiting.
+extern "C" __global__ void accl_write_flag(unsigned long long* flag, unsigned long long value) {
+  __threadfence_system();  // the stream's earlier writes are visible before the flag is
+  *reinterpret_cast<volatile unsigned long long*>(flag) = value;
+}
+
+extern "C" __global__ void accl_wait_flag(const unsigned long long* flag, unsigned long long value, int equal) {
+  const volatile unsigned long long* f = flag;
+  if (equal) {
+    while (*f != value) {
+    }
+  } else {
+    while (static_cast<long long>(*f - value) < 0) {
+    }
+  }
+  __threadfence_system();
+}

@@ -3,6 +3,8 @@
 // the host backend on machines with no driver; tests hand in a fake table. The few types and
 // enum values are declared here (they are the driver's ABI) so this builds without CUDA headers.
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include "nccl.h"
 
@@ -18,9 +20,41 @@ struct CUmod_st;
 using CUmodule = CUmod_st*;
 struct CUfunc_st;
 using CUfunction = CUfunc_st*;
+struct CUevent_st;
+using CUevent = CUevent_st*;
+// CUipcMemHandle: passed by value to cuIpcOpenMemHandle.
+struct IpcMemHandle {
+  unsigned char reserved[64];
+};
+struct Uuid {
+  unsigned char bytes[16];
+};
 
 inline constexpr CUresult kSuccess = 0;
 inline constexpr CUresult kErrorInvalidValue = 1;
+inline constexpr CUresult kErrorNotReady = 600;  // CUDA_ERROR_NOT_READY (cuEventQuery, cuStreamQuery)
+// Flags
+inline constexpr unsigned kStreamNonBlocking = 0x1;      // CU_STREAM_NON_BLOCKING
+inline constexpr unsigned kEventDisableTiming = 0x2;     // CU_EVENT_DISABLE_TIMING
+inline constexpr unsigned kMemHostRegisterPortable = 0x1;   // CU_MEMHOSTREGISTER_PORTABLE
+inline constexpr unsigned kMemHostRegisterDeviceMap = 0x2;  // CU_MEMHOSTREGISTER_DEVICEMAP
+inline constexpr unsigned kMemHostAllocPortable = 0x1;      // CU_MEMHOSTALLOC_PORTABLE
+inline constexpr unsigned kMemHostAllocDeviceMap = 0x2;     // CU_MEMHOSTALLOC_DEVICEMAP
+inline constexpr unsigned kStreamWaitValueGeq = 0x0;     // CU_STREAM_WAIT_VALUE_GEQ
+inline constexpr unsigned kStreamWaitValueEq = 0x1;      // CU_STREAM_WAIT_VALUE_EQ
+inline constexpr unsigned kStreamWriteValueDefault = 0x0;  // CU_STREAM_WRITE_VALUE_DEFAULT
+inline constexpr unsigned kIpcMemLazyEnablePeerAccess = 0x1;  // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+// CUstreamCaptureStatus
+inline constexpr int kCaptureStatusNone = 0;
+inline constexpr int kCaptureStatusActive = 1;
+inline constexpr int kCaptureStatusInvalidated = 2;
+// CUdevice_attribute
+inline constexpr int kAttrMultiprocessorCount = 16;
+inline constexpr int kAttrUnifiedAddressing = 41;
+inline constexpr int kAttrComputeCapabilityMajor = 75;
+inline constexpr int kAttrComputeCapabilityMinor = 76;
+inline constexpr int kAttrCanUseHostPointerForRegisteredMem = 91;
+inline constexpr int kAttrCanUse64BitStreamMemOps = 122;
 // CUpointer_attribute
 inline constexpr int kPointerAttributeContext = 1;
 inline constexpr int kPointerAttributeMemoryType = 2;
@@ -51,6 +85,39 @@ struct DriverApi {
   CUresult (*launchKernel)(CUfunction fn, unsigned gridX, unsigned gridY, unsigned gridZ, unsigned blockX,
                            unsigned blockY, unsigned blockZ, unsigned sharedBytes, CUstream stream, void** params,
                            void** extra) = nullptr;                                       // cuLaunchKernel
+  // Device, context and stream (the CUDA backend, issue 10).
+  CUresult (*ctxGetCurrent)(CUcontext* ctx) = nullptr;                                      // cuCtxGetCurrent
+  CUresult (*primaryCtxRelease)(CUdevice device) = nullptr;                                 // cuDevicePrimaryCtxRelease_v2
+  CUresult (*deviceGetAttribute)(int* value, int attribute, CUdevice device) = nullptr;     // cuDeviceGetAttribute
+  CUresult (*deviceGetPCIBusId)(char* busId, int len, CUdevice device) = nullptr;           // cuDeviceGetPCIBusId
+  CUresult (*deviceGetUuid)(Uuid* uuid, CUdevice device) = nullptr;                         // cuDeviceGetUuid
+  CUresult (*streamCreate)(CUstream* stream, unsigned flags) = nullptr;                     // cuStreamCreate
+  CUresult (*streamDestroy)(CUstream stream) = nullptr;                                     // cuStreamDestroy_v2
+  CUresult (*streamSynchronize)(CUstream stream) = nullptr;                                 // cuStreamSynchronize
+  CUresult (*streamQuery)(CUstream stream) = nullptr;                                       // cuStreamQuery
+  CUresult (*streamWaitEvent)(CUstream stream, CUevent event, unsigned flags) = nullptr;    // cuStreamWaitEvent
+  CUresult (*streamIsCapturing)(CUstream stream, int* status) = nullptr;                    // cuStreamIsCapturing
+  CUresult (*streamGetCtx)(CUstream stream, CUcontext* ctx) = nullptr;                      // cuStreamGetCtx
+  CUresult (*streamWriteValue64)(CUstream stream, CUdeviceptr addr, uint64_t value, unsigned flags) = nullptr;  // cuStreamWriteValue64_v2
+  CUresult (*streamWaitValue64)(CUstream stream, CUdeviceptr addr, uint64_t value, unsigned flags) = nullptr;   // cuStreamWaitValue64_v2
+  CUresult (*launchHostFunc)(CUstream stream, void (*fn)(void*), void* arg) = nullptr;     // cuLaunchHostFunc
+  CUresult (*eventCreate)(CUevent* event, unsigned flags) = nullptr;                        // cuEventCreate
+  CUresult (*eventRecord)(CUevent event, CUstream stream) = nullptr;                        // cuEventRecord
+  CUresult (*eventQuery)(CUevent event) = nullptr;                                          // cuEventQuery
+  CUresult (*eventSynchronize)(CUevent event) = nullptr;                                    // cuEventSynchronize
+  CUresult (*eventDestroy)(CUevent event) = nullptr;                                        // cuEventDestroy_v2
+  // Memory.
+  CUresult (*memcpyAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) = nullptr;  // cuMemcpyAsync
+  CUresult (*memAllocAsync)(CUdeviceptr* ptr, size_t bytes, CUstream stream) = nullptr;  // cuMemAllocAsync
+  CUresult (*memFreeAsync)(CUdeviceptr ptr, CUstream stream) = nullptr;                  // cuMemFreeAsync
+  CUresult (*memHostAlloc)(void** ptr, size_t bytes, unsigned flags) = nullptr;          // cuMemHostAlloc
+  CUresult (*memFreeHost)(void* ptr) = nullptr;                                          // cuMemFreeHost
+  CUresult (*memHostRegister)(void* ptr, size_t bytes, unsigned flags) = nullptr;        // cuMemHostRegister_v2
+  CUresult (*memHostUnregister)(void* ptr) = nullptr;                                    // cuMemHostUnregister
+  CUresult (*memGetAddressRange)(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) = nullptr;  // cuMemGetAddressRange_v2
+  CUresult (*ipcGetMemHandle)(IpcMemHandle* handle, CUdeviceptr ptr) = nullptr;              // cuIpcGetMemHandle
+  CUresult (*ipcOpenMemHandle)(CUdeviceptr* ptr, IpcMemHandle handle, unsigned flags) = nullptr;  // cuIpcOpenMemHandle_v2
+  CUresult (*ipcCloseMemHandle)(CUdeviceptr ptr) = nullptr;                                   // cuIpcCloseMemHandle
 };
 
 // The driver of this process, loaded and initialised (cuInit) once; nullptr when there is
