@@ -33,7 +33,20 @@ Job::Job(const Collective& c, const Options& o, World& w)
       hostname(shortHostname()),
       comms(static_cast<size_t>(localRanks), nullptr),
       threadBarrier(o.nThreads),
-      localSlots_(static_cast<size_t>(localRanks) * kSlotBytes) {}
+      localSlots_(static_cast<size_t>(localRanks) * kSlotBytes) {
+  if (const char* base = std::getenv("NCCL_TESTS_DEVICE"); base && *base) firstDevice = std::atoi(base);
+  else firstDevice = w.localRank() * localRanks;
+}
+
+Job::~Job() = default;
+
+void Job::makeCurrent(int local) {
+  if (!cuda) return;
+  const int device = deviceOf(local);
+  if (const dev::cuda::CUresult r = cuda->makeCurrent(device); r != dev::cuda::kSuccess)
+    failCuda("cuCtxSetCurrent (primary context of device " + std::to_string(device) + "): " + cudaErrorText(*cuda, r),
+             __FILE__, __LINE__);
+}
 
 void Job::barrier(int thread) {
   const std::vector<char> mine(static_cast<size_t>(options.nGpus), 0);
@@ -54,11 +67,16 @@ void Job::failNccl(ncclResult_t result, const char* call, const char* file, int 
   fail(3, what, file, line);
 }
 
+void Job::failCuda(const std::string& what, const char* file, int line) {
+  fail(2, "Test CUDA failure " + std::string(file) + ":" + std::to_string(line) + " '" + what + "'", file, line);
+}
+
 void initComms(Job& job, int first, int count) {
   const int perThread = job.options.nGpus;
   PERF_NCCL_CHECK(job, ncclGroupStart());
   for (int local = first; local < first + count; ++local) {
     const int rank = job.globalRank(local / perThread, local % perThread);
+    job.makeCurrent(local);  // the communicator binds to the current device, as NCCL's does
     PERF_NCCL_CHECK(job, ncclCommInitRank(&job.comms[local], job.nranks, job.uniqueId, rank));
   }
   PERF_NCCL_CHECK(job, ncclGroupEnd());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "collective.h"
+#include "cuda_session.h"
 #include "json_report.h"
 #include "options.h"
 #include "world.h"
@@ -19,6 +20,7 @@ namespace accl::perf {
 
 struct Job {
   Job(const Collective& c, const Options& o, World& w);
+  ~Job();
 
   const Collective& collective;
   Options options;
@@ -32,6 +34,12 @@ struct Job {
   std::vector<ncclComm_t> comms;  // one per local rank
   std::barrier<> threadBarrier;
   std::unique_ptr<JsonReport> json;
+  // Where buffers live (decided by chooseBufferMode before the communicators are created);
+  // `cuda` is set in device mode only.
+  BufferMode bufferMode;
+  std::unique_ptr<CudaSession> cuda;
+  // The device of this process's first rank: NCCL_TESTS_DEVICE, else localRank * t * g (nccl-tests).
+  int firstDevice = 0;
 
   // Printer totals (thread 0 of process 0 only).
   int outOfBounds = 0;
@@ -56,12 +64,21 @@ struct Job {
     for (size_t r = 0; r < all.size(); ++r) std::memcpy(&all[r], &globalSlots_[r * kSlotBytes], sizeof(T));
     return all;
   }
+  // Local rank i (thread * g + gpu) uses device (firstDevice + i) % devices: several ranks
+  // share a device when there are fewer devices than ranks (NCCL refuses that; ACCL does not).
+  int deviceOf(int local) const { return cuda ? (firstDevice + local) % cuda->deviceCount() : firstDevice + local; }
+  // Device mode: makes local rank `local`'s device current on the calling thread (ends the
+  // job on failure). Host mode: nothing.
+  void makeCurrent(int local);
+
   // All ranks of all processes meet.
   void barrier(int thread);
 
   // Prints nccl-tests' failure lines and ends the job with `exitCode`.
   [[noreturn]] void fail(int exitCode, const std::string& what, const char* file, int line);
   [[noreturn]] void failNccl(ncclResult_t result, const char* call, const char* file, int line);
+  // A CUDA or host-stream call that failed (`what` names it), nccl-tests' "Cuda failure" (exit 2).
+  [[noreturn]] void failCuda(const std::string& what, const char* file, int line);
 
  private:
   static constexpr size_t kSlotBytes = 64;

@@ -73,12 +73,13 @@ JsonReport::JsonReport(const std::string& path, std::string* note) {
 JsonReport::~JsonReport() = default;
 
 void JsonReport::setRun(int argc, char** argv, const Options& options, int ncclVersion,
-                        const std::string& collective, int nranks) {
+                        const std::string& collective, int nranks, bool deviceBuffers) {
   args_.assign(argv, argv + argc);
   options_ = options;
   ncclVersion_ = ncclVersion;
   collective_ = collective;
   nranks_ = nranks;
+  deviceBuffers_ = deviceBuffers;
 }
 
 void JsonReport::addDevice(const DeviceInfo& device) { devices_.push_back(device); }
@@ -120,7 +121,7 @@ void JsonReport::finish(int outOfBounds, double avgBusBw, double minBwCheck) {
     const DeviceInfo& d = devices_[i];
     s << (i ? "," : "") << "{\"rank\":" << d.rank << ",\"group\":" << d.group << ",\"pid\":" << d.pid
       << ",\"hostname\":" << jsonQuote(d.host) << ",\"device\":" << d.device
-      << ",\"device_hex\":\"0000:00:00\",\"device_info\":" << jsonQuote(d.name) << "}";
+      << ",\"device_hex\":" << jsonQuote(d.pciHex) << ",\"device_info\":" << jsonQuote(d.name) << "}";
   }
   s << "],\"results\":[";
   for (size_t i = 0; i < rows_.size(); ++i) {
@@ -146,7 +147,7 @@ void JsonReport::finish(int outOfBounds, double avgBusBw, double minBwCheck) {
         << ",\"busbw\":" << jsonNumber(p.busBw) << ",\"wrong\":" << (p.wrong < 0 ? "null" : jsonNumber(p.wrong))
         << ",\"nranks\":" << nranks_ << ",\"transport\":" << jsonQuote(transport)
         << ",\"algorithm\":" << jsonQuote(algorithm) << ",\"time_kind\":" << jsonQuote(cpu ? "cpu" : "completion")
-        << "}";
+        << ",\"buffers\":" << jsonQuote(deviceBuffers_ ? "device" : "host") << "}";
       first = false;
     }
   }

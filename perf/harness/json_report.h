@@ -1,7 +1,7 @@
 // The -J/--json file: nccl-tests' layout (config, devices, results with out_of_place and
 // in_place, out_of_bounds, average_bus_bandwidth) plus "records": one flat object per row
 // and placement (collective, bytes, count, type, op, root, placement, time_us, algbw, busbw,
-// wrong, nranks, transport, algorithm), which is what perf/plot reads.
+// wrong, nranks, transport, algorithm, buffers: "host" or "device"), which is what perf/plot reads.
 #pragma once
 
 #include <cstdio>
@@ -37,6 +37,7 @@ struct DeviceInfo {
   std::string host;
   int device;
   std::string name;
+  std::string pciHex;  // "0000:19:00" (domain:bus:device)
 };
 
 class JsonReport {
@@ -48,7 +49,7 @@ class JsonReport {
   bool active() const { return file_ != nullptr; }
 
   void setRun(int argc, char** argv, const Options& options, int ncclVersion, const std::string& collective,
-              int nranks);
+              int nranks, bool deviceBuffers);
   void addDevice(const DeviceInfo& device);
   void addRow(const RowResult& row);
   // Writes the whole document and closes the file.
@@ -69,6 +70,7 @@ class JsonReport {
   int ncclVersion_ = 0;
   std::string collective_;
   int nranks_ = 0;
+  bool deviceBuffers_ = false;
   std::vector<DeviceInfo> devices_;
   std::vector<RowResult> rows_;
 };

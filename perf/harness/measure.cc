@@ -1,12 +1,14 @@
 // One thread's part of the run: it owns nGpus ranks (streams, buffers) and walks the same
-// type -> op -> root -> size loops as every other thread, so exchanges line up.
+// type -> op -> root -> size loops as every other thread, so exchanges line up. In device mode
+// inputs are written to each buffer's host staging copy and uploaded, results downloaded
+// before they are checked; the timed loop touches only the library and the streams.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
 
 #include "accl.h"
-#include "host_resources.h"
+#include "rank_resources.h"
 #include "job.h"
 #include "sweep.h"
 #include "table_format.h"
@@ -18,10 +20,11 @@ using Clock = std::chrono::steady_clock;
 
 struct RankContext {
   int rank = 0;
+  int local = 0;  // index among this process's ranks
   ncclComm_t comm = nullptr;
-  HostStream stream;
-  DeviceBuffer send;
-  DeviceBuffer recv;
+  RankStream stream;
+  RankBuffer send;
+  RankBuffer recv;
   std::vector<void*> registrations;
   ncclRedOp_t op = ncclSum;
   bool ownsOp = false;
@@ -79,12 +82,16 @@ class ThreadRun {
     for (int g = 0; g < o_.nGpus; ++g) {
       RankContext& r = ranks_[g];
       r.rank = job_.globalRank(thread_, g);
-      r.comm = job_.comms[thread_ * o_.nGpus + g];
-      if (!o_.streamNull) PERF_NCCL_CHECK(job_, HostStream::create(&r.stream));
-      PERF_NCCL_CHECK(job_, DeviceBuffer::allocate(allocBytes, &r.send));
-      PERF_NCCL_CHECK(job_, DeviceBuffer::allocate(allocBytes, &r.recv));
+      r.local = thread_ * o_.nGpus + g;
+      r.comm = job_.comms[r.local];
+      makeCurrent(r);  // streams and memory belong to the rank's device
+      std::string error;
+      if (o_.streamNull) r.stream = RankStream::null(job_.cuda.get());
+      else if (!RankStream::create(job_.cuda.get(), &r.stream, &error)) job_.failCuda(error, __FILE__, __LINE__);
+      PERF_NCCL_CHECK(job_, RankBuffer::allocate(allocBytes, job_.cuda.get(), &r.send));
+      PERF_NCCL_CHECK(job_, RankBuffer::allocate(allocBytes, job_.cuda.get(), &r.recv));
       if (o_.localRegister) {
-        for (const DeviceBuffer* b : {&r.send, &r.recv}) {
+        for (const RankBuffer* b : {&r.send, &r.recv}) {
           void* handle = nullptr;
           PERF_NCCL_CHECK(job_, ncclCommRegister(r.comm, b->data(), b->bytes(), &handle));
           r.registrations.push_back(handle);
@@ -131,16 +138,31 @@ class ThreadRun {
       if (r.ownsOp) PERF_NCCL_CHECK(job_, ncclRedOpDestroy(r.op, r.comm));
   }
 
-  // Pointers of one call: the send and result regions, `shift` bytes into the buffers.
+  // Device mode: the rank's device becomes current on this thread (nccl-tests' cudaSetDevice
+  // before each rank's call), skipped when it already is.
+  void makeCurrent(const RankContext& r) {
+    if (!job_.cuda || job_.deviceOf(r.local) == currentDevice_) return;
+    job_.makeCurrent(r.local);
+    currentDevice_ = job_.deviceOf(r.local);
+  }
+
+  // A region of one call: `offset` bytes into `buffer`.
+  struct Place {
+    const RankBuffer* buffer;
+    size_t offset;
+    char* library() const { return buffer->data() + offset; }  // what the collective gets
+    char* host() const { return buffer->hostView() + offset; }  // what the harness fills and checks
+  };
+  // The send and result regions of one call, `shift` bytes into the buffers.
   struct Regions {
-    char* send;
-    char* result;
+    Place send;
+    Place result;
   };
   Regions regions(const RankContext& r, const Layout& l, size_t elemSize, bool inPlace, size_t shift) const {
     const size_t skew = static_cast<size_t>(o_.unalign) * elemSize;
-    char* recvBase = r.recv.data() + skew + shift;
-    if (!inPlace) return {r.send.data() + skew + shift, recvBase};
-    return {recvBase + l.inPlaceSendOffset * elemSize, recvBase + l.inPlaceRecvOffset * elemSize};
+    const size_t recvBase = skew + shift;
+    if (!inPlace) return {{&r.send, skew + shift}, {&r.recv, recvBase}};
+    return {{&r.recv, recvBase + l.inPlaceSendOffset * elemSize}, {&r.recv, recvBase + l.inPlaceRecvOffset * elemSize}};
   }
 
   void issue(const Case& k, bool inPlace, size_t iteration) {
@@ -153,8 +175,9 @@ class ThreadRun {
         const size_t extent = extentBytes(k.type, k.bytes, r.rank);
         const size_t steps = extent ? std::max<size_t>(1, (r.recv.bytes() - 64 - o_.unalign * 8) / extent) : 1;
         const Regions at = regions(r, l, e, inPlace, extent * (iteration % steps));
-        const CallArgs args{at.send, at.result, l.count, k.type, r.op, k.root, r.rank, job_.nranks, r.comm,
-                            r.stream.get()};
+        makeCurrent(r);
+        const CallArgs args{at.send.library(), at.result.library(), l.count, k.type, r.op, k.root, r.rank,
+                            job_.nranks, r.comm, r.stream.get()};
         PERF_NCCL_CHECK(job_, c.call(args, phase));
       }
       if (o_.nGpus > 1) PERF_NCCL_CHECK(job_, ncclGroupEnd());
@@ -163,16 +186,17 @@ class ThreadRun {
 
   void waitAll() {
     const auto start = Clock::now();
+    std::string error;
     for (RankContext& r : ranks_) {
-      if (!r.stream.get()) continue;
+      makeCurrent(r);  // a NULL stream under CUDA is the current context's default stream
       if (o_.timeoutSec <= 0) {
-        PERF_NCCL_CHECK(job_, ncclHostStreamSynchronize(r.stream.get()));
+        if (!r.stream.synchronize(&error)) job_.failCuda(error, __FILE__, __LINE__);
         continue;
       }
       for (;;) {
-        const ncclResult_t state = ncclHostStreamQuery(r.stream.get());
-        if (state == ncclSuccess) break;
-        if (state != ncclInProgress) job_.failNccl(state, "ncclHostStreamQuery", __FILE__, __LINE__);
+        const RankStream::State state = r.stream.query(&error);
+        if (state == RankStream::State::kDone) break;
+        if (state == RankStream::State::kFailed) job_.failCuda(error, __FILE__, __LINE__);
         ncclResult_t async = ncclSuccess;
         ncclCommGetAsyncError(r.comm, &async);
         if (async != ncclSuccess && async != ncclInProgress) job_.failNccl(async, "ncclCommGetAsyncError", __FILE__, __LINE__);
@@ -198,11 +222,16 @@ class ThreadRun {
     const Collective& c = job_.collective;
     const size_t e = typeSize(k.type);
     const DataPattern pattern(k.type, k.op, c.reduces(), job_.nranks, seed);
+    std::string error;
     for (RankContext& r : ranks_) {
       const Layout l = c.layout(k.bytes, e, job_.nranks, r.rank);
       const Regions at = regions(r, l, e, inPlace, 0);
-      fillInput(pattern, r.rank, 0, l.sendElems, at.send);
-      if (!inPlace) fillInput(DataPattern(k.type, k.op, false, 1, seed ^ 0x5eed), r.rank, 0, l.recvElems, at.result);
+      makeCurrent(r);
+      fillInput(pattern, r.rank, 0, l.sendElems, at.send.host());
+      if (!at.send.buffer->upload(at.send.offset, l.sendElems * e, &error)) job_.failCuda(error, __FILE__, __LINE__);
+      if (inPlace) continue;
+      fillInput(DataPattern(k.type, k.op, false, 1, seed ^ 0x5eed), r.rank, 0, l.recvElems, at.result.host());
+      if (!at.result.buffer->upload(at.result.offset, l.recvElems * e, &error)) job_.failCuda(error, __FILE__, __LINE__);
     }
   }
 
@@ -218,11 +247,16 @@ class ThreadRun {
       const Layout l = c.layout(k.bytes, e, job_.nranks, r.rank);
       if (c.checksRank(r.rank, k.root)) {
         const Regions at = regions(r, l, e, inPlace, 0);
-        if (job_.corruptResults && l.recvElems > 0) at.result[e - 1] ^= 0x40;
+        makeCurrent(r);
+        std::string error;
+        if (!at.result.buffer->download(at.result.offset, l.recvElems * e, &error))
+          job_.failCuda(error, __FILE__, __LINE__);
+        char* result = at.result.host();
+        if (job_.corruptResults && l.recvElems > 0) result[e - 1] ^= 0x40;
         unsigned char want[8];
         for (size_t i = 0; i < l.recvElems; ++i) {
           encodeValue(k.type, c.expected(pattern, l, r.rank, job_.nranks, k.root, i), want);
-          const uint64_t distance = ulpDistance(k.type, want, at.result + i * e);
+          const uint64_t distance = ulpDistance(k.type, want, result + i * e);
           if (distance > (averaging ? 2u : 0u)) ++bad;
         }
       }
@@ -338,6 +372,7 @@ class ThreadRun {
   const Options& o_;
   std::vector<RankContext> ranks_;
   uint64_t seed_ = 0;
+  int currentDevice_ = -1;  // device mode: the device current on this thread
 };
 
 }  // namespace

@@ -10,6 +10,10 @@
 namespace accl::perf {
 namespace {
 
+// Long-only options (ACCL's, not nccl-tests'): values past any short option letter.
+constexpr int kHostOption = 0x100;
+constexpr int kDeviceOption = 0x101;
+
 const struct option kLongOptions[] = {
     {"nthreads", required_argument, nullptr, 't'},
     {"ngpus", required_argument, nullptr, 'g'},
@@ -43,6 +47,8 @@ const struct option kLongOptions[] = {
     {"unalign", required_argument, nullptr, 'u'},
     {"per_iter_timing", required_argument, nullptr, 'I'},
     {"per_iter_skip", required_argument, nullptr, 'K'},
+    {"host", no_argument, nullptr, kHostOption},
+    {"device", no_argument, nullptr, kDeviceOption},
     {"help", no_argument, nullptr, 'h'},
     {nullptr, 0, nullptr, 0}};
 
@@ -149,6 +155,8 @@ ParseResult parseOptions(int argc, char** argv) {
       case 'u': setInt(o.unalign, "-u"); break;
       case 'I': setInt(o.perIterTiming, "-I"); break;
       case 'K': setInt(o.perIterSkip, "-K"); break;
+      case kHostOption: o.buffers = BufferRequest::kHost; break;
+      case kDeviceOption: o.buffers = BufferRequest::kDevice; break;
       case 'h': result.helpRequested = true; break;
       default: fail(std::string("invalid option '") + argv[optind - 1] + "'"); break;
     }
@@ -160,9 +168,9 @@ ParseResult parseOptions(int argc, char** argv) {
   if (o.average < 0 || o.average > 3) fail("-a must be 0, 1, 2 or 3");
   if (o.blocking < 0 || o.blocking > 3) fail("-z must be 0, 1, 2 or 3");
   if (o.unalign < 0) fail("-u must not be negative");
-  // What the host backend has no use for is accepted, reported and turned off.
+  // What this harness does not do (yet) is accepted, reported and turned off.
   if (o.cudaGraph) {
-    result.notes.push_back("# CUDA graphs are not available on the host backend; -G ignored");
+    result.notes.push_back("# CUDA graphs are not available in this harness yet; -G ignored");
     o.cudaGraph = 0;
   }
   if (o.perIterTiming) {
@@ -210,6 +218,8 @@ std::string usageText(const char* program) {
     << "\t[-u,--unalign <elements>] \n"
     << "\t[-I,--per_iter_timing <0/1>] \n"
     << "\t[-K,--per_iter_skip <n>] \n"
+    << "\t[--host] host buffers and ACCL host streams even where a CUDA device is usable (or ACCL_PERF_HOST=1)\n"
+    << "\t[--device] device buffers and CUDA streams, or stop saying why not (or ACCL_PERF_DEVICE=1)\n"
     << "\t[-h,--help]\n";
   return s.str();
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "buffer_mode.h"
 #include "datatype.h"
 
 namespace accl::perf {
@@ -46,6 +47,8 @@ struct Options {
   int unalign = 0;
   int perIterTiming = 0;
   int perIterSkip = 0;
+  // --host / --device (ACCL extension): where buffers live; auto = device memory when usable.
+  BufferRequest buffers = BufferRequest::kAuto;
 };
 
 struct ParseResult {

@@ -20,13 +20,11 @@ struct RankDescription {
   int rank;
   int pid;
   int device;
+  unsigned pci[3];  // domain, bus, device
+  char deviceMemory;  // this process runs in device mode
   char host[48];
+  char deviceName[64];
 };
-
-int firstDevice(const Job& job) {
-  if (const char* base = std::getenv("NCCL_TESTS_DEVICE"); base && *base) return std::atoi(base);
-  return job.world.localRank() * job.localRanks;
-}
 
 void describeDevices(Job& job) {
   std::vector<RankDescription> mine(static_cast<size_t>(job.localRanks));
@@ -35,19 +33,31 @@ void describeDevices(Job& job) {
     d = {};
     d.rank = job.world.rank() * job.localRanks + i;
     d.pid = static_cast<int>(getpid());
-    d.device = firstDevice(job) + i;
+    d.device = job.deviceOf(i);
+    d.deviceMemory = job.cuda ? 1 : 0;
     std::snprintf(d.host, sizeof d.host, "%s", job.hostname.c_str());
+    std::string name = "ACCL host device";
+    if (job.cuda) {
+      name = job.cuda->deviceName(d.device);
+      job.cuda->pciId(d.device, &d.pci[0], &d.pci[1], &d.pci[2]);
+    }
+    std::snprintf(d.deviceName, sizeof d.deviceName, "%s", name.c_str());
   }
   const auto bytes = std::as_bytes(std::span<const RankDescription>(mine));
   const std::vector<std::byte> all = job.world.allgather(bytes);
-  if (!job.printer) return;
-  const std::string deviceName = "ACCL host device";
+  bool mixed = false;
   for (size_t off = 0; off + sizeof(RankDescription) <= all.size(); off += sizeof(RankDescription)) {
     RankDescription d;
     std::memcpy(&d, all.data() + off, sizeof d);
-    std::fputs(deviceLine(d.rank, 0, d.pid, d.host, d.device, deviceName).c_str(), stdout);
-    if (job.json) job.json->addDevice({d.rank, 0, d.pid, d.host, d.device, deviceName});
+    mixed |= (d.deviceMemory != 0) != (job.cuda != nullptr);
+    if (!job.printer) continue;
+    std::fputs(deviceLine(d.rank, 0, d.pid, d.host, d.device, d.deviceName, d.pci).c_str(), stdout);
+    if (job.json) job.json->addDevice({d.rank, 0, d.pid, d.host, d.device, d.deviceName, pciHex(d.pci)});
   }
+  // Every process sees the same list, so all of them stop here together.
+  if (mixed)
+    job.fail(2, "processes disagree on the buffer mode (some have device memory, some host memory); "
+                "use --host or --device on all of them", __FILE__, __LINE__);
 }
 
 void shareUniqueId(Job& job) {
@@ -84,6 +94,10 @@ int runPerfTest(int argc, char** argv, const Collective& collective) {
   Job job(collective, parsed.options, *world);
   const Options& o = job.options;
   const char* program = collective.name();
+  const BufferRequest request =
+      bufferRequest(o.buffers, std::getenv("ACCL_PERF_HOST"), std::getenv("ACCL_PERF_DEVICE"));
+  job.bufferMode = chooseBufferMode(request, job.firstDevice, &job.cuda);
+  if (!job.bufferMode.error.empty()) job.fail(2, job.bufferMode.error, __FILE__, __LINE__);
 
   if (job.printer) {
     if (!o.jsonPath.empty()) {
@@ -96,7 +110,7 @@ int runPerfTest(int argc, char** argv, const Collective& collective) {
     int libraryVersion = 0;
     ncclGetVersion(&libraryVersion);
     std::fputs(preambleText(program, o, NCCL_VERSION_CODE, libraryVersion).c_str(), stdout);
-    if (job.json) job.json->setRun(argc, argv, o, libraryVersion, program, job.nranks);
+    if (job.json) job.json->setRun(argc, argv, o, libraryVersion, program, job.nranks, job.cuda != nullptr);
   }
   describeDevices(job);
   std::fflush(stdout);
@@ -109,6 +123,7 @@ int runPerfTest(int argc, char** argv, const Collective& collective) {
   shareUniqueId(job);
   if (!o.parallelInit) initComms(job, 0, job.localRanks);
   if (job.printer) {
+    std::printf("# Buffers: %s\n", job.bufferMode.why.c_str());
     std::fputs(tableHeader(o.reportCpuTime != 0, o.reportTimestamps != 0).c_str(), stdout);
     std::fflush(stdout);
   }

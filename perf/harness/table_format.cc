@@ -59,10 +59,14 @@ std::string preambleText(const char* program, const Options& o, int ncclHeaders,
   return s;
 }
 
+std::string pciHex(const unsigned* pci) {
+  return pci ? format("%04x:%02x:%02x", pci[0], pci[1], pci[2]) : "0000:00:00";
+}
+
 std::string deviceLine(int rank, int group, int pid, const std::string& host, int device,
-                       const std::string& deviceName) {
-  return format("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s\n", rank, group, pid,
-                host.c_str(), device, 0, 0, 0, deviceName.c_str());
+                       const std::string& deviceName, const unsigned* pci) {
+  return format("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s\n", rank, group, pid, host.c_str(), device,
+                pciHex(pci).c_str(), deviceName.c_str());
 }
 
 std::string tableHeader(bool cpuTime, bool timestamps) {

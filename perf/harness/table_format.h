@@ -13,8 +13,10 @@ namespace accl::perf {
 std::string fitNumber(double value, int width);
 
 std::string preambleText(const char* program, const Options& o, int ncclHeaders, int ncclLibrary);
+// `pci`: domain, bus, device of the GPU ([0000:00:00] when null, as for the host device).
 std::string deviceLine(int rank, int group, int pid, const std::string& host, int device,
-                       const std::string& deviceName);
+                       const std::string& deviceName, const unsigned* pci = nullptr);
+std::string pciHex(const unsigned* pci);  // "0000:19:00"
 std::string tableHeader(bool cpuTime, bool timestamps);
 std::string rowPreamble(size_t bytes, size_t count, const std::string& type, const std::string& redop, int root);
 // One placement's four columns; `wrong` < 0 means "not checked" (N/A).

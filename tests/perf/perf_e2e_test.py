@@ -169,6 +169,21 @@ class PerfRun(unittest.TestCase):
         with open(js) as f:
             self.assertGreater(json.load(f)["records"][0]["wrong"], 0)
 
+    def test_buffer_mode_is_named_and_a_device_demand_that_cannot_be_met_stops(self):
+        # ACCL_BACKEND=host keeps the library (and so the harness) on host memory on any machine.
+        js = os.path.join(self.tmp, "mode.json")
+        env = {"ACCL_BACKEND": "host"}
+        rc, out, err = run([self.binary("all_reduce_perf"), "-b", "8", "-e", "64", "-g", "2", "-n", "1", "-J", js], env)
+        self.check_run(rc, out, err, 2, "all_reduce_perf", js)
+        self.assertIn("# Buffers: host memory on ACCL host streams: ACCL_BACKEND=host", out)
+        with open(js) as f:
+            self.assertEqual({r["buffers"] for r in json.load(f)["records"]}, {"host"})
+        for how in (["--device"], []):
+            rc, out, err = run([self.binary("all_reduce_perf"), "-b", "8", "-e", "8", "-n", "1"] + how,
+                               dict(env, ACCL_PERF_DEVICE="1" if not how else "0"))
+            self.assertEqual(rc, 2, out + err)
+            self.assertIn("cannot be honoured: ACCL_BACKEND=host", err)
+
     def test_accl_run_launches_processes_without_mpi(self):
         js = os.path.join(self.tmp, "procs.json")
         rc, out, err = run([self.binary("accl-run"), "-np", "2", self.binary("all_reduce_perf"), "-b", "8", "-e",

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "collectives/registry.h"
+#include "harness/buffer_mode.h"
 #include "harness/data_pattern.h"
 #include "harness/datatype.h"
 #include "harness/json_report.h"
@@ -146,6 +147,70 @@ TEST(PerfTable, RowAndHeaderLayoutMatchNcclTests) {
             "# Collective test concluded: all_reduce_perf\n#\n");
   EXPECT_EQ(deviceLine(0, 0, 12345, "hostname", 0, "NVIDIA H200"),
             "#  Rank  0 Group  0 Pid  12345 on   hostname device  0 [0000:00:00] NVIDIA H200\n");
+  const unsigned pci[3] = {0, 0x19, 0};
+  EXPECT_EQ(deviceLine(3, 0, 12345, "hostname", 0, "NVIDIA H200", pci),
+            "#  Rank  3 Group  0 Pid  12345 on   hostname device  0 [0000:19:00] NVIDIA H200\n");
+}
+
+TEST(PerfBufferMode, FlagBeatsEnvironmentAndZeroMeansUnset) {
+  EXPECT_EQ(parse({"--host"}).options.buffers, BufferRequest::kHost);
+  EXPECT_EQ(parse({"--device"}).options.buffers, BufferRequest::kDevice);
+  EXPECT_EQ(parse({"--device", "--host"}).options.buffers, BufferRequest::kHost);  // the last one wins
+  EXPECT_EQ(parse({}).options.buffers, BufferRequest::kAuto);
+  EXPECT_EQ(bufferRequest(BufferRequest::kDevice, "1", nullptr), BufferRequest::kDevice);
+  EXPECT_EQ(bufferRequest(BufferRequest::kAuto, "1", "1"), BufferRequest::kHost);
+  EXPECT_EQ(bufferRequest(BufferRequest::kAuto, "0", "1"), BufferRequest::kDevice);
+  EXPECT_EQ(bufferRequest(BufferRequest::kAuto, "", "0"), BufferRequest::kAuto);
+}
+
+TEST(PerfBufferMode, DeviceMemoryOnlyWhenTheLibraryHandsItOut) {
+  BufferFacts gpu;
+  gpu.driverLoaded = true;
+  gpu.deviceCount = 1;
+  gpu.probed = true;
+  gpu.libraryGivesDeviceMemory = true;
+  const BufferMode automatic = decideBufferMode(BufferRequest::kAuto, gpu);
+  EXPECT_TRUE(automatic.device);
+  EXPECT_TRUE(automatic.error.empty());
+  EXPECT_NE(automatic.why.find("device memory"), std::string::npos) << automatic.why;
+
+  // Each missing fact gives host memory, says which, and makes --device an error naming it.
+  struct Case {
+    const char* name;
+    BufferFacts facts;
+    BufferRequest request;
+    const char* reason;
+  };
+  BufferFacts noDriver;
+  noDriver.driverWhy = "no CUDA driver (libcuda.so.1: not found)";
+  BufferFacts noDevice = gpu;
+  noDevice.deviceCount = 0;
+  BufferFacts hostLibrary = gpu;
+  hostLibrary.libraryGivesDeviceMemory = false;
+  hostLibrary.probeWhy = "ncclMemAlloc returned host memory";
+  BufferFacts backendHost = gpu;
+  backendHost.backendSetting = "host";
+  const Case cases[] = {
+      {"forced host", gpu, BufferRequest::kHost, "--host"},
+      {"ACCL_BACKEND=host", backendHost, BufferRequest::kDevice, "ACCL_BACKEND=host"},
+      {"no driver", noDriver, BufferRequest::kDevice, "libcuda.so.1: not found"},
+      {"no device", noDevice, BufferRequest::kDevice, "no CUDA device"},
+      {"host backend", hostLibrary, BufferRequest::kDevice, "ncclMemAlloc returned host memory"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const BufferMode m = decideBufferMode(c.request, c.facts);
+    EXPECT_FALSE(m.device);
+    EXPECT_NE(m.why.find("host memory"), std::string::npos) << m.why;
+    EXPECT_NE(m.why.find(c.reason), std::string::npos) << m.why;
+    EXPECT_EQ(m.error.empty(), c.request != BufferRequest::kDevice) << m.error;
+    if (!m.error.empty()) {
+      EXPECT_NE(m.error.find(c.reason), std::string::npos) << m.error;
+    }
+  }
+  EXPECT_FALSE(wantsDriver(BufferRequest::kHost, ""));
+  EXPECT_FALSE(wantsDriver(BufferRequest::kAuto, "host"));
+  EXPECT_TRUE(wantsDriver(BufferRequest::kAuto, "auto"));
 }
 
 TEST(PerfTable, PreambleNamesStepKind) {
