@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 #include "bootstrap/bootstrap.h"
+#include "topo/cpu_mask.h"
 #include "topo/ifaces.h"
 #include "transports/peer_info.h"
 #include "transports/transport.h"
@@ -30,6 +31,7 @@ struct TransportSetup {
   Doorbell* bell = nullptr;                      // rung when data or space for this rank appears
   const topo::NetIf* dataIf = nullptr;           // the interface chosen for data between hosts
   std::string netName;                           // NCCL_NET / config.netName ("" = any)
+  const topo::CpuMask* helperCpus = nullptr;     // where helper threads run (null/empty: anywhere)
   // Where eager transports put the connections they make in setup(), by peer rank.
   std::vector<std::unique_ptr<PeerConnection>>* conns = nullptr;
 

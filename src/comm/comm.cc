@@ -83,6 +83,7 @@ TransportSetup Comm::transportSetup() {
   t.bell = bell();
   t.conns = &conns;
   t.netName = config.netName;
+  t.helperCpus = &helperCpus;
   return t;
 }
 

@@ -12,6 +12,7 @@
 #include "device/backend.h"
 #include "net/socket.h"
 #include "coll/algo_policy.h"
+#include "topo/cpu_mask.h"
 #include "transports/board.h"
 #include "transports/doorbell.h"
 #include "transports/peer_info.h"
@@ -59,6 +60,8 @@ class Comm {
   // Reductions fold in rank order (src/coll/rank_order_reduce.cc): ACCL_DETERMINISTIC at
   // init, ncclCommSetDeterministic later; read when a group is planned.
   std::atomic<bool> deterministic{false};
+  // CPUs for this rank's helper threads (topo/thread_placement.h); empty: leave them alone.
+  topo::CpuMask helperCpus;
   Doorbell ownBell;  // this rank's doorbell unless a transport needs it in shared memory
 
   std::atomic<int> abortFlag{0};

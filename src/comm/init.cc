@@ -11,6 +11,7 @@
 #include "comm/status_server.h"
 #include "topo/hw_topology.h"
 #include "topo/ifaces.h"
+#include "topo/thread_placement.h"
 #include "transports/net/net_transport.h"
 #include "transports/shm/shm_transport.h"
 
@@ -42,6 +43,8 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   std::vector<topo::NetIf> ifs;
   std::string why;
   net::SockAddr rendezvous = decodeUniqueId(id).root();
+  // Helper threads (sockets, net plugin, status server, host streams) go to the rank's NUMA node.
+  c->helperCpus = topo::placeRankThreads(rank, c->backend->pciBusId(c->cudaDev)).cpus;
   NCCLCHECK(topo::selectInterfaces(&ifs, 1, &why, rendezvous.len != 0 ? &rendezvous : nullptr));
   INFO(kSubsysNet | kSubsysInit, "rank %d: data interface %s (%s): %s", rank, ifs[0].name.c_str(),
        ifs[0].addr.str().c_str(), why.c_str());
@@ -61,7 +64,7 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   me.deviceId = 0;  // host memory only
   me.hostHash = topo::hostHash();
   me.commNonce = randomU64();
-  NCCLCHECK(statusServerAddress(&me.statusAddr));
+  NCCLCHECK(statusServerAddress(c->helperCpus, &me.statusAddr));
   std::memset(me.hostname, 0, sizeof(me.hostname));
   gethostname(me.hostname, sizeof(me.hostname) - 1);
   std::memset(me.ifname, 0, sizeof(me.ifname));

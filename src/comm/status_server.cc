@@ -51,7 +51,7 @@ struct Key {
 
 class Server {
  public:
-  ncclResult_t start() {
+  ncclResult_t start(const topo::CpuMask& cpus) {
     std::lock_guard<std::mutex> lk(mu_);
     // A forked child inherits the flag but not the thread: it needs a server of its own.
     if (started_ && pid_ == getpid()) return ncclSuccess;
@@ -65,7 +65,10 @@ class Server {
     if (flags >= 0) fcntl(listener_.fd(), F_SETFL, flags | O_NONBLOCK);
     // The thread lives for the process; it sleeps in poll() and never touches a dead comm
     // (lookups go through the registry under the lock).
-    std::thread([this] { serve(); }).detach();
+    std::thread([this, cpus] {
+      cpus.applyToCurrentThread();
+      serve();
+    }).detach();
     started_ = true;
     return ncclSuccess;
   }
@@ -175,8 +178,8 @@ Server& server() {
 
 }  // namespace
 
-ncclResult_t statusServerAddress(net::SockAddr* out) {
-  NCCLCHECK(server().start());
+ncclResult_t statusServerAddress(const topo::CpuMask& cpus, net::SockAddr* out) {
+  NCCLCHECK(server().start(cpus));
   *out = server().address();
   return ncclSuccess;
 }

@@ -7,13 +7,15 @@
 #include <string>
 #include <vector>
 #include "net/socket.h"
+#include "topo/cpu_mask.h"
 
 namespace accl {
 
 class Comm;
 
 // Starts the process's server on the bootstrap interface (once) and returns its address.
-ncclResult_t statusServerAddress(net::SockAddr* out);
+// `cpus`: where its thread runs (the first communicator's helper CPUs).
+ncclResult_t statusServerAddress(const topo::CpuMask& cpus, net::SockAddr* out);
 void statusRegister(Comm* comm);
 void statusUnregister(Comm* comm);
 

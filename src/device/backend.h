@@ -60,6 +60,12 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+  // PCI bus id ("0000:3b:00.0") of device `dev`, for placing helper threads and choosing the
+  // NIC next to it; "" when ranks have no device (the host backend).
+  virtual std::string pciBusId(int dev) const {
+    (void)dev;
+    return "";
+  }
 
   // ncclMemAlloc / ncclMemFree: `fn` names the entry point in WARN lines.
   virtual ncclResult_t memAlloc(const char* fn, void** ptr, size_t bytes) = 0;

@@ -16,6 +16,14 @@ struct GroupState {
 };
 thread_local GroupState tGroup;
 
+// Moves a stream worker onto `cpus` when it is not there already (one syscall per change).
+void placeStreamWorker(const topo::CpuMask& cpus) {
+  thread_local topo::CpuMask placed;
+  if (cpus.empty() || cpus == placed) return;
+  cpus.applyToCurrentThread();
+  placed = cpus;
+}
+
 ncclResult_t runInits(std::vector<std::function<ncclResult_t()>> inits) {
   if (inits.empty()) return ncclSuccess;
   if (inits.size() == 1) return inits[0]();
@@ -90,7 +98,13 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
   }
   for (auto& b : byStream) {
     auto streamWorks = b.works;
-    b.backend->enqueue(b.stream, [streamWorks]() { return executeWorks(*streamWorks); });
+    // A host stream's worker runs on the helper CPUs of the communicator it works for.
+    topo::CpuMask cpus;
+    if (b.stream.kind == dev::StreamKind::Host) cpus = streamWorks->front()->comm->helperCpus;
+    b.backend->enqueue(b.stream, [streamWorks, cpus]() {
+      placeStreamWorker(cpus);
+      return executeWorks(*streamWorks);
+    });
   }
   // Other streams used by a communicator's ops wait until its work has finished.
   for (auto& d : dependents) d.backend->orderAfter(d.first, d.others);

@@ -37,7 +37,11 @@ class NetConnection;
 
 class NetWorker {
  public:
-  NetWorker(Doorbell* bell, int rank) : bell_(bell), rank_(rank), thread_([this] { run(); }) {}
+  NetWorker(Doorbell* bell, int rank, const topo::CpuMask& cpus)
+      : bell_(bell), rank_(rank), thread_([this, cpus] {
+          cpus.applyToCurrentThread();
+          run();
+        }) {}
   ~NetWorker() {
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -328,7 +332,9 @@ void NetWorker::run() {
   }
 }
 
-std::shared_ptr<NetWorker> makeNetWorker(Doorbell* bell, int rank) { return std::make_shared<NetWorker>(bell, rank); }
+std::shared_ptr<NetWorker> makeNetWorker(Doorbell* bell, int rank, const topo::CpuMask& cpus) {
+  return std::make_shared<NetWorker>(bell, rank, cpus);
+}
 
 ncclResult_t makeNetConnection(const std::shared_ptr<NetWorker>& worker, NetModule* module, void* sendComm,
                                void* recvComm, size_t ringBytes, std::string peer,

@@ -8,6 +8,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include "topo/cpu_mask.h"
 #include "transports/doorbell.h"
 #include "transports/net/net_module.h"
 #include "transports/transport.h"
@@ -17,8 +18,9 @@ namespace accl::net {
 inline constexpr int kNetSlots = 8;  // messages in flight per direction (NCCL_STEPS)
 
 class NetWorker;
-// One per communicator; rings `bell` whenever data arrives or send slots free up.
-std::shared_ptr<NetWorker> makeNetWorker(Doorbell* bell, int rank);
+// One per communicator; rings `bell` whenever data arrives or send slots free up. Its thread
+// runs on `cpus` (empty: anywhere).
+std::shared_ptr<NetWorker> makeNetWorker(Doorbell* bell, int rank, const topo::CpuMask& cpus);
 
 // The comms are connected (connect/accept returned them). Registers both rings (regMr) and
 // hands all further module calls to `worker`. `peer` names the other end in error messages.

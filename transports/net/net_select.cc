@@ -144,7 +144,7 @@ ncclResult_t connectNetPeers(const TransportSetup& c, const NetChoice& choice, c
   auto state = std::make_unique<NetCommState>();
   NCCLCHECK(m->openContext(c.nonce, &state->ctx));
   state->module = m;
-  state->worker = makeNetWorker(c.bell, c.rank);
+  state->worker = makeNetWorker(c.bell, c.rank, c.helperCpus ? *c.helperCpus : topo::CpuMask());
 
   struct Pending {
     char mine[kNetHandleBytes] = {};

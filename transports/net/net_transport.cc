@@ -40,10 +40,11 @@ ncclResult_t NetTransport::connectSockets(TransportSetup& ctx, const std::vector
   std::vector<net::MeshPeer> mesh;
   for (int p : peers) mesh.push_back(net::MeshPeer{p, (*ctx.peers)[p].dataAddr, describeSocketPeer(ctx, p).describe()});
   const SocketLayout layout = socketLayout();
+  const topo::CpuMask cpus = ctx.helperCpus ? *ctx.helperCpus : topo::CpuMask();
   return net::connectPeers(self, mesh, layout.nsocks(), listener_, ctx.abortFlag,
                            [&](int p, std::vector<net::Socket> socks) {
                              (*ctx.conns)[p] = makeSocketConnection(std::move(socks), ctx.ringBytes, layout, ctx.bell,
-                                                                    describeSocketPeer(ctx, p));
+                                                                    describeSocketPeer(ctx, p), cpus);
                            });
 }
 

@@ -48,7 +48,7 @@ class SocketRecv final : public RecvChannel {
 class SocketConnection final : public PeerConnection {
  public:
   SocketConnection(std::vector<net::Socket> socks, size_t ringBytes, const SocketLayout& layout, Doorbell* bell,
-                   SocketPeer peer)
+                   SocketPeer peer, const topo::CpuMask& cpus)
       : link_(std::move(socks), ringBytes, Stripe{chunkBytes(ringBytes, layout.nsocks()), layout.nsocks()}, bell,
               std::move(peer)),
         send_(this),
@@ -56,7 +56,7 @@ class SocketConnection final : public PeerConnection {
     for (int t = 0; t < layout.nthreads; t++) {
       std::vector<int> mine;
       for (int s = t; s < layout.nsocks(); s += layout.nthreads) mine.push_back(s);
-      workers_.push_back(std::make_unique<SocketWorker>(&link_, std::move(mine)));
+      workers_.push_back(std::make_unique<SocketWorker>(&link_, std::move(mine), cpus));
     }
   }
   ~SocketConnection() override {
@@ -176,8 +176,9 @@ SocketLayout socketLayout() {
 }
 
 std::unique_ptr<PeerConnection> makeSocketConnection(std::vector<net::Socket> socks, size_t ringBytes,
-                                                     const SocketLayout& layout, Doorbell* bell, SocketPeer peer) {
-  return std::make_unique<SocketConnection>(std::move(socks), ringBytes, layout, bell, std::move(peer));
+                                                     const SocketLayout& layout, Doorbell* bell, SocketPeer peer,
+                                                     const topo::CpuMask& cpus) {
+  return std::make_unique<SocketConnection>(std::move(socks), ringBytes, layout, bell, std::move(peer), cpus);
 }
 
 }  // namespace accl

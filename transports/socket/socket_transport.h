@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 #include "net/socket.h"
+#include "topo/cpu_mask.h"
 #include "transports/socket/socket_link.h"
 #include "transports/transport.h"
 
@@ -22,6 +23,7 @@ SocketLayout socketLayout();
 
 // `socks` are already connected and tuned, in stripe order (index i carries chunks i, i+K, ...).
 std::unique_ptr<PeerConnection> makeSocketConnection(std::vector<net::Socket> socks, size_t ringBytes,
-                                                     const SocketLayout& layout, Doorbell* bell, SocketPeer peer);
+                                                     const SocketLayout& layout, Doorbell* bell, SocketPeer peer,
+                                                     const topo::CpuMask& cpus);
 
 }  // namespace accl

@@ -18,9 +18,12 @@ bool transient(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == E
 
 }  // namespace
 
-SocketWorker::SocketWorker(SocketLink* link, std::vector<int> sockets)
+SocketWorker::SocketWorker(SocketLink* link, std::vector<int> sockets, const topo::CpuMask& cpus)
     : link_(link), sockets_(std::move(sockets)), eventFd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this, cpus] {
+    cpus.applyToCurrentThread();
+    run();
+  });
 }
 
 SocketWorker::~SocketWorker() {

@@ -6,13 +6,15 @@
 #include <atomic>
 #include <thread>
 #include <vector>
+#include "topo/cpu_mask.h"
 #include "transports/socket/socket_link.h"
 
 namespace accl {
 
 class SocketWorker {
  public:
-  SocketWorker(SocketLink* link, std::vector<int> sockets);
+  // The thread runs on `cpus` (empty: anywhere).
+  SocketWorker(SocketLink* link, std::vector<int> sockets, const topo::CpuMask& cpus);
   ~SocketWorker();  // stops and joins
   SocketWorker(const SocketWorker&) = delete;
   SocketWorker& operator=(const SocketWorker&) = delete;
