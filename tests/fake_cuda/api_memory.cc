@@ -1,0 +1,220 @@
+// api_memory.cc: the memory entry points: device and host allocation, registration, pointer
+// attributes, and copies/sets (asynchronous ones on a stream, synchronous ones waiting on the
+// default stream). Copies reach device memory through its shadow; any host memory may be used.
+#include <cstring>
+#include "internal.h"
+
+using namespace fakecuda;
+
+namespace {
+
+bool isDeviceKind(MemKind k) { return k == MemKind::Device || k == MemKind::Imported; }
+
+// Checks both ends now (a device range overrun is CUDA_ERROR_INVALID_VALUE at the call) and
+// resolves them again when the copy runs (memory freed meanwhile: an illegal address).
+CUresult enqueueCopy(CUstream hStream, uintptr_t dst, uintptr_t src, size_t bytes) {
+  Stream* s = nullptr;
+  if (CUresult r = resolveStream(hStream, &s)) return r;
+  if (bytes == 0) return CUDA_SUCCESS;
+  if (copyAddress(dst, bytes) == nullptr || copyAddress(src, bytes) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  s->enqueue(work([dst, src, bytes] {
+    char* d = copyAddress(dst, bytes);
+    char* from = copyAddress(src, bytes);
+    if (d == nullptr || from == nullptr) {
+      report("memcpy of %zu bytes 0x%lx -> 0x%lx: memory freed before the copy ran", bytes, src, dst);
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+    countMemcpy();
+    std::memmove(d, from, bytes);
+    return CUDA_SUCCESS;
+  }));
+  return CUDA_SUCCESS;
+}
+
+CUresult enqueueSet(CUstream hStream, uintptr_t dst, unsigned char value, size_t bytes) {
+  Stream* s = nullptr;
+  if (CUresult r = resolveStream(hStream, &s)) return r;
+  if (bytes == 0) return CUDA_SUCCESS;
+  if (kernelAddress(dst, bytes) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  s->enqueue(work([dst, value, bytes] {
+    char* d = kernelAddress(dst, bytes);
+    if (d == nullptr) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    std::memset(d, value, bytes);
+    return CUDA_SUCCESS;
+  }));
+  return CUDA_SUCCESS;
+}
+
+// Synchronous forms: queued on the default stream, then waited for.
+CUresult waitDefault(CUresult queued) {
+  if (queued != CUDA_SUCCESS) return queued;
+  Stream* s = nullptr;
+  if (CUresult r = resolveStream(nullptr, &s)) return r;
+  return s->synchronize();
+}
+
+uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+}  // namespace
+
+FAKE_CUDA_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Context* ctx = nullptr;
+  if (CUresult r = currentContext(&ctx)) return r;
+  uintptr_t p = 0;
+  if (CUresult r = deviceAlloc(ctx, bytesize, &p)) return r;
+  *dptr = p;
+  return CUDA_SUCCESS;
+}
+
+// Like the real cuMemFree: waits for the context's work first (a kernel may still use it).
+FAKE_CUDA_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  Context* ctx = nullptr;
+  if (CUresult r = currentContext(&ctx)) return r;
+  if (dptr == 0) return CUDA_SUCCESS;
+  Range r = findRange(dptr);
+  if (r.kind != MemKind::Device || r.base != dptr) return CUDA_ERROR_INVALID_VALUE;
+  synchronizeContext(r.ctx);
+  return deviceFree(dptr);
+}
+
+FAKE_CUDA_API CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+  if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Stream* s = nullptr;
+  if (CUresult r = resolveStream(hStream, &s)) return r;
+  {
+    std::lock_guard<std::mutex> g(s->captureMu);
+    if (s->captureStatus != CU_STREAM_CAPTURE_STATUS_NONE) {
+      report("cuMemAllocAsync while capturing: graph memory nodes are not emulated");
+      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+  }
+  Context* ctx = s->ctx();
+  if (ctx == nullptr) currentContext(&ctx);
+  uintptr_t p = 0;
+  if (CUresult r = deviceAlloc(ctx, bytesize, &p)) return r;
+  *dptr = p;
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  Stream* s = nullptr;
+  if (CUresult r = resolveStream(hStream, &s)) return r;
+  Range r = findRange(dptr);
+  if (r.kind != MemKind::Device || r.base != dptr) return CUDA_ERROR_INVALID_VALUE;
+  {
+    std::lock_guard<std::mutex> g(s->captureMu);
+    if (s->captureStatus != CU_STREAM_CAPTURE_STATUS_NONE) {
+      report("cuMemFreeAsync while capturing: graph memory nodes are not emulated");
+      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+  }
+  s->enqueue(work([dptr] { return deviceFree(dptr); }));
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
+  Context* ctx = nullptr;
+  if (CUresult r = currentContext(&ctx)) return r;
+  Range r = findRange(dptr);
+  if (!isDeviceKind(r.kind)) return CUDA_ERROR_NOT_FOUND;
+  if (pbase) *pbase = r.base;
+  if (psize) *psize = r.size;
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_API CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int flags) {
+  if (pp == nullptr || (flags & ~0x7u) != 0) return CUDA_ERROR_INVALID_VALUE;
+  Context* ctx = nullptr;
+  if (CUresult r = currentContext(&ctx)) return r;
+  return hostAlloc(ctx, bytesize, pp);
+}
+
+FAKE_CUDA_API CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) { return cuMemHostAlloc(pp, bytesize, 0); }
+
+FAKE_CUDA_API CUresult cuMemFreeHost(void* p) {
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  return hostFree(p);
+}
+
+FAKE_CUDA_API CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned int flags) {
+  if ((flags & ~0xFu) != 0) return CUDA_ERROR_INVALID_VALUE;
+  Context* ctx = nullptr;
+  if (CUresult r = currentContext(&ctx)) return r;
+  return hostRegister(ctx, p, bytesize);
+}
+
+FAKE_CUDA_API CUresult cuMemHostUnregister(void* p) {
+  Context* ctx = nullptr;
+  if (CUresult r = currentContext(&ctx)) return r;
+  return hostUnregister(p);
+}
+
+// Unified addressing: the device sees mapped host memory at the same address.
+FAKE_CUDA_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned int flags) {
+  if (pdptr == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  Context* ctx = nullptr;
+  if (CUresult r = currentContext(&ctx)) return r;
+  Range r = findRange(addr(p));
+  if (r.kind != MemKind::HostAlloc && r.kind != MemKind::HostRegistered) return CUDA_ERROR_INVALID_VALUE;
+  *pdptr = addr(p);
+  return CUDA_SUCCESS;
+}
+
+// Pointers the driver never saw (pageable host memory) are CUDA_ERROR_INVALID_VALUE, as with
+// the real driver. IS_MANAGED is written as one byte (a bool), so int and bool callers both work.
+FAKE_CUDA_API CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  Range r = findRange(ptr);
+  if (r.kind == MemKind::None) return CUDA_ERROR_INVALID_VALUE;
+  const bool device = isDeviceKind(r.kind);
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT: *static_cast<CUcontext*>(data) = asHandle(r.ctx); return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned*>(data) = device ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *static_cast<CUdeviceptr*>(data) = ptr; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      if (device) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<void**>(data) = reinterpret_cast<void*>(ptr);
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *static_cast<bool*>(data) = false; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *static_cast<int*>(data) = r.ctx ? r.ctx->device : 0; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data) = r.base; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data) = r.size; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPED: *static_cast<bool*>(data) = true; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+FAKE_CUDA_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream hStream) {
+  return enqueueCopy(hStream, dst, src, bytes);
+}
+FAKE_CUDA_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, CUstream hStream) {
+  return enqueueCopy(hStream, dst, addr(src), bytes);
+}
+FAKE_CUDA_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, CUstream hStream) {
+  return enqueueCopy(hStream, addr(dst), src, bytes);
+}
+FAKE_CUDA_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream hStream) {
+  return enqueueCopy(hStream, dst, src, bytes);
+}
+FAKE_CUDA_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+  return waitDefault(enqueueCopy(nullptr, dst, src, bytes));
+}
+FAKE_CUDA_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
+  return waitDefault(enqueueCopy(nullptr, dst, addr(src), bytes));
+}
+FAKE_CUDA_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
+  return waitDefault(enqueueCopy(nullptr, addr(dst), src, bytes));
+}
+FAKE_CUDA_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+  return waitDefault(enqueueCopy(nullptr, dst, src, bytes));
+}
+FAKE_CUDA_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream hStream) {
+  return enqueueSet(hStream, dst, uc, n);
+}
+FAKE_CUDA_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n) {
+  return waitDefault(enqueueSet(nullptr, dst, uc, n));
+}

@@ -1,0 +1,197 @@
+// devices.cc: cuInit, the devices (FAKE_CUDA_DEVICES, an H100/H200-like sm_90 part), their
+// primary contexts and the calling thread's current context.
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include "internal.h"
+
+namespace fakecuda {
+namespace {
+
+constexpr int kMaxDevices = 16;
+std::atomic<bool> gInitialized{false};
+thread_local Context* tCurrent = nullptr;
+
+struct DeviceTable {
+  std::mutex mu;
+  int count = 1;
+  Context contexts[kMaxDevices];
+  DeviceTable() {
+    const char* env = std::getenv("FAKE_CUDA_DEVICES");
+    if (env && *env) count = std::atoi(env);
+    if (count < 0) count = 0;
+    if (count > kMaxDevices) count = kMaxDevices;
+    for (int i = 0; i < kMaxDevices; i++) contexts[i].device = i;
+  }
+};
+
+// Never destroyed: stream threads may still ask at process exit.
+DeviceTable& table() {
+  static DeviceTable* t = new DeviceTable;
+  return *t;
+}
+
+CUresult checkDevice(CUdevice dev) {
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (dev < 0 || dev >= deviceCount()) return CUDA_ERROR_INVALID_DEVICE;
+  return CUDA_SUCCESS;
+}
+
+int attribute(CUdevice_attribute a) {
+  switch (a) {
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: return 64;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: return 2147483647;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: return 49152;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: return 32;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return 132;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: return 1;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return 9;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return 0;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: return 1;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS: return 1;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: return 2048;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+bool initialized() { return gInitialized.load(std::memory_order_acquire); }
+int deviceCount() { return table().count; }
+Context* primaryContext(int device) { return &table().contexts[device]; }
+
+bool isContext(CUcontext c) {
+  Context* p = asContext(c);
+  Context* first = table().contexts;
+  return p >= first && p < first + deviceCount();
+}
+
+CUresult currentContext(Context** out) {
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (tCurrent == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *out = tCurrent;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace fakecuda
+
+using namespace fakecuda;
+
+FAKE_CUDA_API CUresult cuInit(unsigned int flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  table();
+  gInitialized.store(true, std::memory_order_release);
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_API CUresult cuDriverGetVersion(int* version) {
+  if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *version = CUDA_VERSION;
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_API CUresult cuDeviceGetCount(int* count) {
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  *count = deviceCount();
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_API CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = checkDevice(ordinal)) return r;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_API CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attrib, CUdevice dev) {
+  if (value == nullptr || attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = checkDevice(dev)) return r;
+  *value = attrib == CU_DEVICE_ATTRIBUTE_PCI_BUS_ID ? dev : attribute(attrib);
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_API CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
+  if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = checkDevice(dev)) return r;
+  snprintf(name, static_cast<size_t>(len), "ACCL fake CUDA device %d", dev);
+  return CUDA_SUCCESS;
+}
+
+// "0000:<bus>:00.0" with the bus number = the ordinal: distinct per device, stable across runs.
+FAKE_CUDA_API CUresult cuDeviceGetPCIBusId(char* busId, int len, CUdevice dev) {
+  if (busId == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = checkDevice(dev)) return r;
+  snprintf(busId, static_cast<size_t>(len), "0000:%02x:00.0", dev);
+  return CUDA_SUCCESS;
+}
+
+// The same bytes in every process for one ordinal: it is the same "GPU".
+static CUresult deviceUuid(CUuuid* uuid, CUdevice dev) {
+  if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = checkDevice(dev)) return r;
+  static const char kTag[] = "ACCL-fakeGPU";  // 12 bytes + 4 for the ordinal
+  std::memcpy(uuid->bytes, kTag, 12);
+  for (int i = 0; i < 4; i++) uuid->bytes[12 + i] = static_cast<char>((dev >> (8 * (3 - i))) & 0xff);
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_API CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) { return deviceUuid(uuid, dev); }
+#undef cuDeviceGetUuid
+FAKE_CUDA_API CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) { return deviceUuid(uuid, dev); }
+
+FAKE_CUDA_API CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = checkDevice(dev)) return r;
+  std::lock_guard<std::mutex> g(table().mu);
+  Context* c = primaryContext(dev);
+  c->retains++;
+  *pctx = asHandle(c);
+  return CUDA_SUCCESS;
+}
+
+// The context (and its memory) outlives its last release here: tests may release early.
+FAKE_CUDA_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  if (CUresult r = checkDevice(dev)) return r;
+  std::lock_guard<std::mutex> g(table().mu);
+  Context* c = primaryContext(dev);
+  if (c->retains == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  c->retains--;
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_API CUresult cuCtxSetCurrent(CUcontext ctx) {
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (ctx != nullptr && !isContext(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  tCurrent = asContext(ctx);
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_API CUresult cuCtxGetCurrent(CUcontext* pctx) {
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  *pctx = asHandle(tCurrent);
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_API CUresult cuCtxGetDevice(CUdevice* device) {
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Context* c = nullptr;
+  if (CUresult r = currentContext(&c)) return r;
+  *device = c->device;
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_API CUresult cuCtxSynchronize() {
+  Context* c = nullptr;
+  if (CUresult r = currentContext(&c)) return r;
+  return synchronizeContext(c);
+}

@@ -1,0 +1,134 @@
+// events.cc: a Marker is one record of an event (done when its stream gets there); the event
+// API keeps the latest marker, so cuStreamWaitEvent waits for the record current at the call.
+#include "internal.h"
+
+namespace fakecuda {
+
+void Marker::complete(CUresult result) {
+  std::lock_guard<std::mutex> g(mu_);
+  done_ = true;
+  result_ = result;
+  cv_.notify_all();
+}
+
+bool Marker::done() {
+  std::lock_guard<std::mutex> g(mu_);
+  return done_;
+}
+
+CUresult Marker::wait() {
+  std::unique_lock<std::mutex> g(mu_);
+  cv_.wait(g, [this] { return done_; });
+  return result_;
+}
+
+Registry<Event>& events() {
+  static Registry<Event>* r = new Registry<Event>;
+  return *r;
+}
+
+CUresult resolveEvent(CUevent h, Event** out) {
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (h == nullptr || !events().contains(h)) return CUDA_ERROR_INVALID_HANDLE;
+  *out = reinterpret_cast<Event*>(h);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace fakecuda
+
+using namespace fakecuda;
+
+FAKE_CUDA_API CUresult cuEventCreate(CUevent* phEvent, unsigned int flags) {
+  if (phEvent == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Context* ctx = nullptr;
+  if (CUresult r = currentContext(&ctx)) return r;
+  auto* e = new Event;
+  e->ctx = ctx;
+  e->flags = flags;
+  events().add(e);
+  *phEvent = reinterpret_cast<CUevent>(e);
+  return CUDA_SUCCESS;
+}
+
+// Pending records still complete: the markers belong to the streams' operations.
+FAKE_CUDA_API CUresult cuEventDestroy_v2(CUevent h) {
+  Event* e = nullptr;
+  if (CUresult r = resolveEvent(h, &e)) return r;
+  if (!events().remove(e)) return CUDA_ERROR_INVALID_HANDLE;
+  delete e;
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_API CUresult cuEventRecord(CUevent h, CUstream hStream) {
+  Event* e = nullptr;
+  Stream* s = nullptr;
+  if (CUresult r = resolveEvent(h, &e)) return r;
+  if (CUresult r = resolveStream(hStream, &s)) return r;
+  auto marker = std::make_shared<Marker>();
+  {
+    std::lock_guard<std::mutex> g(s->captureMu);
+    std::lock_guard<std::mutex> ge(e->mu);
+    e->last = marker;
+    e->capturedIn = s->captureStatus == CU_STREAM_CAPTURE_STATUS_ACTIVE ? s->capture : nullptr;
+  }
+  s->enqueue([marker](CUresult sticky) {
+    marker->complete(sticky);
+    return sticky;
+  });
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_API CUresult cuEventQuery(CUevent h) {
+  Event* e = nullptr;
+  if (CUresult r = resolveEvent(h, &e)) return r;
+  std::shared_ptr<Marker> m;
+  {
+    std::lock_guard<std::mutex> g(e->mu);
+    if (e->capturedIn && e->capturedIn->open) return CUDA_ERROR_CAPTURED_EVENT;
+    m = e->last;
+  }
+  if (!m) return CUDA_SUCCESS;
+  if (!m->done()) return CUDA_ERROR_NOT_READY;
+  return m->wait();
+}
+
+FAKE_CUDA_API CUresult cuEventSynchronize(CUevent h) {
+  Event* e = nullptr;
+  if (CUresult r = resolveEvent(h, &e)) return r;
+  std::shared_ptr<Marker> m;
+  {
+    std::lock_guard<std::mutex> g(e->mu);
+    if (e->capturedIn && e->capturedIn->open) return CUDA_ERROR_CAPTURED_EVENT;
+    m = e->last;
+  }
+  return m ? m->wait() : CUDA_SUCCESS;
+}
+
+// The record current now (a later record does not move this wait); never recorded: no wait.
+FAKE_CUDA_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent h, unsigned int flags) {
+  Event* e = nullptr;
+  Stream* s = nullptr;
+  if (CUresult r = resolveEvent(h, &e)) return r;
+  if (CUresult r = resolveStream(hStream, &s)) return r;
+  if (flags != 0 && flags != CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Marker> m;
+  std::shared_ptr<Graph> capturedIn;
+  {
+    std::lock_guard<std::mutex> g(e->mu);
+    m = e->last;
+    capturedIn = e->capturedIn;
+  }
+  if (!m) return CUDA_SUCCESS;
+  if (capturedIn && capturedIn->open) {
+    std::lock_guard<std::mutex> g(s->captureMu);
+    if (s->capture != capturedIn) {
+      report("cuStreamWaitEvent: joining another stream into a capture (fork/join capture) is not emulated");
+      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+  }
+  s->enqueue([m](CUresult sticky) {
+    if (sticky == CUDA_SUCCESS) m->wait();
+    return sticky;
+  });
+  return CUDA_SUCCESS;
+}

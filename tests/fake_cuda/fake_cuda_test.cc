@@ -1,0 +1,483 @@
+// The fake CUDA driver (tests/fake_cuda) against the driver semantics it emulates: devices and
+// contexts, memory the CPU cannot touch, stream order, events, memory operations, kernels run
+// by the host kernels, copies, faults on unknown host memory, IPC with another process, and
+// graph capture with replay.
+#include <cuda.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+#include "fake_cuda/fake_cuda_test_api.h"
+
+extern char** environ;
+
+namespace {
+
+// Two devices for these tests (read by the fake at its first call).
+const int kDevicesSet = setenv("FAKE_CUDA_DEVICES", "2", 1);
+
+#define CU_OK(call) ASSERT_EQ(CUDA_SUCCESS, (call)) << #call
+
+// A host-side gate a stream can be held behind (a host function that waits for open()).
+struct Gate {
+  std::atomic<bool> opened{false};
+  static void wait(void* self) {
+    while (!static_cast<Gate*>(self)->opened.load()) std::this_thread::yield();
+  }
+  void open() { opened = true; }
+};
+
+void appendIndex(void* arg) {
+  auto* p = static_cast<std::pair<std::vector<int>*, int>*>(arg);
+  p->first->push_back(p->second);
+}
+
+class FakeCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(0, kDevicesSet);
+    ASSERT_TRUE(fakeCudaAvailable());
+    CU_OK(cuInit(0));
+    CU_OK(cuDeviceGet(&dev_, 0));
+    CU_OK(cuDevicePrimaryCtxRetain(&ctx_, dev_));
+    CU_OK(cuCtxSetCurrent(ctx_));
+    CU_OK(cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+  }
+  void TearDown() override {
+    if (stream_) cuStreamDestroy(stream_);
+    cuDevicePrimaryCtxRelease(dev_);
+  }
+  CUdeviceptr upload(const void* data, size_t bytes) {
+    CUdeviceptr p = 0;
+    EXPECT_EQ(CUDA_SUCCESS, cuMemAlloc(&p, bytes));
+    EXPECT_EQ(CUDA_SUCCESS, cuMemcpyHtoD(p, data, bytes));
+    return p;
+  }
+  CUfunction function(const char* name) {
+    static const char kImage[] = "any image: the fake ignores it";
+    CUmodule m = nullptr;
+    CUfunction f = nullptr;
+    EXPECT_EQ(CUDA_SUCCESS, cuModuleLoadData(&m, kImage));
+    EXPECT_EQ(CUDA_SUCCESS, cuModuleGetFunction(&f, m, name));
+    return f;
+  }
+  CUresult launch(CUfunction f, std::vector<void*> params, CUstream s) {
+    return cuLaunchKernel(f, 4, 1, 1, 128, 1, 1, 0, s, params.data(), nullptr);
+  }
+  CUdevice dev_ = 0;
+  CUcontext ctx_ = nullptr;
+  CUstream stream_ = nullptr;
+};
+
+TEST_F(FakeCuda, DevicesLookLikeSm90PartsWithDistinctIdentities) {
+  int n = 0, v = 0;
+  CU_OK(cuDeviceGetCount(&n));
+  EXPECT_EQ(2, n);
+  CU_OK(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0));
+  EXPECT_EQ(9, v);
+  CU_OK(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0));
+  EXPECT_EQ(132, v);
+  for (auto a : {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM,
+                 CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS}) {
+    CU_OK(cuDeviceGetAttribute(&v, a, 1));
+    EXPECT_EQ(1, v) << "attribute " << a;
+  }
+  char bus0[32], bus1[32];
+  CU_OK(cuDeviceGetPCIBusId(bus0, sizeof bus0, 0));
+  CU_OK(cuDeviceGetPCIBusId(bus1, sizeof bus1, 1));
+  EXPECT_STREQ("0000:00:00.0", bus0);
+  EXPECT_STREQ("0000:01:00.0", bus1);
+  CUuuid u0, u1, again;
+  CU_OK(cuDeviceGetUuid(&u0, 0));
+  CU_OK(cuDeviceGetUuid(&u1, 1));
+  CU_OK(cuDeviceGetUuid(&again, 0));
+  EXPECT_NE(0, std::memcmp(u0.bytes, u1.bytes, 16));
+  EXPECT_EQ(0, std::memcmp(u0.bytes, again.bytes, 16));
+  EXPECT_EQ(CUDA_ERROR_INVALID_DEVICE, cuDeviceGet(&dev_, 2));
+  dev_ = 0;
+}
+
+TEST_F(FakeCuda, CallsNeedingAContextFailWithoutOne) {
+  std::thread([] {
+    CUdeviceptr p = 0;
+    CUdevice d = 0;
+    EXPECT_EQ(CUDA_ERROR_INVALID_CONTEXT, cuMemAlloc(&p, 64));
+    EXPECT_EQ(CUDA_ERROR_INVALID_CONTEXT, cuCtxGetDevice(&d));
+    EXPECT_EQ(CUDA_ERROR_INVALID_CONTEXT, cuStreamSynchronize(nullptr));
+    CUcontext c = reinterpret_cast<CUcontext>(1);
+    EXPECT_EQ(CUDA_SUCCESS, cuCtxGetCurrent(&c));
+    EXPECT_EQ(nullptr, c);  // the current context is per thread
+  }).join();
+  CUdevice d = -1;
+  CU_OK(cuCtxGetDevice(&d));
+  EXPECT_EQ(0, d);
+}
+
+TEST_F(FakeCuda, HostCodeTouchingDeviceMemoryCrashes) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  CUdeviceptr p = 0;
+  CU_OK(cuMemAlloc(&p, 4096));
+  EXPECT_EXIT(*reinterpret_cast<volatile char*>(p + 100) = 1, ::testing::KilledBySignal(SIGSEGV), "");
+  CU_OK(cuMemFree(p));
+}
+
+TEST_F(FakeCuda, PointerAttributesTellDeviceFromHostMemory) {
+  CUdeviceptr d = 0;
+  CU_OK(cuMemAlloc(&d, 1000));
+  unsigned type = 0;
+  int ordinal = -1, managed = 7;
+  CUcontext owner = nullptr;
+  CU_OK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + 10));
+  EXPECT_EQ(unsigned{CU_MEMORYTYPE_DEVICE}, type);
+  CU_OK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, d));
+  EXPECT_EQ(0, ordinal);
+  CU_OK(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, d));
+  EXPECT_EQ(ctx_, owner);
+  managed = 0;
+  CU_OK(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, d));
+  EXPECT_EQ(0, managed);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  CU_OK(cuMemGetAddressRange(&base, &size, d + 999));
+  EXPECT_EQ(d, base);
+  EXPECT_EQ(1000u, size);
+
+  void* pinned = nullptr;
+  CU_OK(cuMemHostAlloc(&pinned, 256, CU_MEMHOSTALLOC_DEVICEMAP));
+  CU_OK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, reinterpret_cast<CUdeviceptr>(pinned)));
+  EXPECT_EQ(unsigned{CU_MEMORYTYPE_HOST}, type);
+  std::vector<char> pageable(512);
+  const auto pageableAddr = reinterpret_cast<CUdeviceptr>(pageable.data());
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, pageableAddr));
+  CU_OK(cuMemHostRegister(pageable.data(), pageable.size(), CU_MEMHOSTREGISTER_DEVICEMAP));
+  EXPECT_EQ(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, cuMemHostRegister(pageable.data() + 8, 8, 0));
+  CU_OK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, pageableAddr + 5));
+  EXPECT_EQ(unsigned{CU_MEMORYTYPE_HOST}, type);
+  CUdeviceptr mapped = 0;
+  CU_OK(cuMemHostGetDevicePointer(&mapped, pageable.data(), 0));
+  EXPECT_EQ(pageableAddr, mapped);
+  CU_OK(cuMemHostUnregister(pageable.data()));
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, pageableAddr));
+  EXPECT_EQ(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, cuMemHostUnregister(pageable.data()));
+
+  // Memory of the second device says so.
+  CUcontext ctx1 = nullptr;
+  CUdeviceptr d1 = 0;
+  CU_OK(cuDevicePrimaryCtxRetain(&ctx1, 1));
+  CU_OK(cuCtxSetCurrent(ctx1));
+  CU_OK(cuMemAlloc(&d1, 64));
+  CU_OK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, d1));
+  EXPECT_EQ(1, ordinal);
+  CU_OK(cuMemFree(d1));
+  CU_OK(cuCtxSetCurrent(ctx_));
+  CU_OK(cuDevicePrimaryCtxRelease(1));
+  CU_OK(cuMemFreeHost(pinned));
+  CU_OK(cuMemFree(d));
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuMemFree(d));
+}
+
+TEST_F(FakeCuda, StreamRunsItsWorkInOrderAndQueryTellsWhenDone) {
+  Gate gate;
+  std::vector<int> order;
+  std::vector<std::pair<std::vector<int>*, int>> args;
+  for (int i = 0; i < 50; i++) args.push_back({&order, i});
+  CU_OK(cuLaunchHostFunc(stream_, Gate::wait, &gate));
+  for (auto& a : args) CU_OK(cuLaunchHostFunc(stream_, appendIndex, &a));
+  EXPECT_EQ(CUDA_ERROR_NOT_READY, cuStreamQuery(stream_));
+  gate.open();
+  CU_OK(cuStreamSynchronize(stream_));
+  CU_OK(cuStreamQuery(stream_));
+  ASSERT_EQ(50u, order.size());
+  for (int i = 0; i < 50; i++) EXPECT_EQ(i, order[i]);
+  CUcontext owner = nullptr;
+  CU_OK(cuStreamGetCtx(stream_, &owner));
+  EXPECT_EQ(ctx_, owner);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  CU_OK(cuStreamIsCapturing(stream_, &status));
+  EXPECT_EQ(CU_STREAM_CAPTURE_STATUS_NONE, status);
+  EXPECT_EQ(CUDA_ERROR_INVALID_HANDLE, cuStreamSynchronize(reinterpret_cast<CUstream>(&gate)));
+}
+
+TEST_F(FakeCuda, StreamWaitEventWaitsForTheRecordCurrentAtTheCall) {
+  CUstream other = nullptr, third = nullptr;
+  CU_OK(cuStreamCreate(&other, 0));
+  CU_OK(cuStreamCreate(&third, 0));
+  CUevent e = nullptr, never = nullptr;
+  CU_OK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+  CU_OK(cuEventCreate(&never, CU_EVENT_DISABLE_TIMING));
+  CU_OK(cuEventQuery(never));  // never recorded: complete
+  Gate gate;
+  std::atomic<int> ran{0};
+  CU_OK(cuLaunchHostFunc(stream_, Gate::wait, &gate));
+  CU_OK(cuEventRecord(e, stream_));
+  EXPECT_EQ(CUDA_ERROR_NOT_READY, cuEventQuery(e));
+  CU_OK(cuStreamWaitEvent(other, never, 0));  // does not block
+  CU_OK(cuStreamWaitEvent(other, e, 0));
+  CU_OK(cuLaunchHostFunc(other, [](void* p) { static_cast<std::atomic<int>*>(p)->store(1); }, &ran));
+  // A later record of e on a free stream does not release the wait already queued.
+  CU_OK(cuEventRecord(e, third));
+  CU_OK(cuStreamSynchronize(third));
+  CU_OK(cuEventQuery(e));
+  for (int i = 0; i < 20; i++) std::this_thread::yield();
+  EXPECT_EQ(CUDA_ERROR_NOT_READY, cuStreamQuery(other));
+  EXPECT_EQ(0, ran.load());
+  gate.open();
+  CU_OK(cuStreamSynchronize(other));
+  EXPECT_EQ(1, ran.load());
+  CU_OK(cuEventSynchronize(e));
+  CU_OK(cuEventDestroy(e));
+  EXPECT_EQ(CUDA_ERROR_INVALID_HANDLE, cuEventQuery(e));
+  CU_OK(cuEventDestroy(never));
+  CU_OK(cuStreamDestroy(other));
+  CU_OK(cuStreamDestroy(third));
+}
+
+TEST_F(FakeCuda, StreamMemoryOperationsWaitAndWrite) {
+  void* host = nullptr;
+  CU_OK(cuMemHostAlloc(&host, 64, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+  auto* words = static_cast<volatile uint64_t*>(host);
+  words[0] = 3;  // the flag
+  words[1] = 0;  // written by the stream
+  CUdeviceptr flag = 0, out = 0, dev = 0;
+  CU_OK(cuMemHostGetDevicePointer(&flag, host, 0));
+  out = flag + 8;
+  CU_OK(cuStreamWaitValue64(stream_, flag, 5, CU_STREAM_WAIT_VALUE_GEQ));
+  CU_OK(cuStreamWriteValue64(stream_, out, 7, 0));
+  for (int i = 0; i < 20; i++) std::this_thread::yield();
+  EXPECT_EQ(0u, words[1]);
+  EXPECT_EQ(CUDA_ERROR_NOT_READY, cuStreamQuery(stream_));
+  words[0] = 5;
+  CU_OK(cuStreamSynchronize(stream_));
+  EXPECT_EQ(7u, words[1]);
+  // GEQ compares as a signed difference (wraps like the GPU's); EQ is exact. Device memory works too.
+  words[0] = 1;
+  CU_OK(cuStreamWaitValue64(stream_, flag, ~uint64_t{0} - 1, CU_STREAM_WAIT_VALUE_GEQ));
+  CU_OK(cuMemAlloc(&dev, 8));
+  CU_OK(cuStreamWriteValue64(stream_, dev, 42, 0));
+  CU_OK(cuStreamWaitValue64(stream_, dev, 42, CU_STREAM_WAIT_VALUE_EQ));
+  CU_OK(cuStreamSynchronize(stream_));
+  uint64_t back = 0;
+  CU_OK(cuMemcpyDtoH(&back, dev, 8));
+  EXPECT_EQ(42u, back);
+  uint64_t pageable = 0;
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuStreamWriteValue64(stream_, reinterpret_cast<CUdeviceptr>(&pageable), 1, 0));
+  EXPECT_GE(fakeCudaMemopRuns(), 5u);
+  CU_OK(cuMemFree(dev));
+  CU_OK(cuMemFreeHost(host));
+}
+
+TEST_F(FakeCuda, KernelsComputeWhatTheCudaKernelsDo) {
+  const size_t n = 1000;
+  std::vector<float> a(n), b(n), out(n);
+  std::vector<int32_t> ia(n), iout(n);
+  for (size_t i = 0; i < n; i++) {
+    a[i] = 0.5f * static_cast<float>(i);
+    b[i] = 3.0f - static_cast<float>(i);
+    ia[i] = static_cast<int32_t>(7 * i) - 2000;
+  }
+  CUdeviceptr da = upload(a.data(), n * 4), db = upload(b.data(), n * 4), dout = 0, di = upload(ia.data(), n * 4);
+  CU_OK(cuMemAlloc(&dout, n * 4));
+  size_t count = n;
+  CU_OK(launch(function("accl_reduce2_float32_sum"), {&dout, &da, &db, &count}, stream_));
+  CU_OK(cuMemcpyDtoHAsync(out.data(), dout, n * 4, stream_));
+  CU_OK(cuStreamSynchronize(stream_));
+  for (size_t i = 0; i < n; i++) ASSERT_EQ(a[i] + b[i], out[i]) << i;
+
+  CU_OK(launch(function("accl_reduce2_float32_max"), {&dout, &da, &db, &count}, stream_));
+  CU_OK(cuMemcpyDtoHAsync(out.data(), dout, n * 4, stream_));
+  CU_OK(cuStreamSynchronize(stream_));
+  for (size_t i = 0; i < n; i++) ASSERT_EQ(std::max(a[i], b[i]), out[i]) << i;
+
+  const float factor = 0.25f;
+  CUdeviceptr dk = upload(&factor, 4);
+  CU_OK(launch(function("accl_scale_float32"), {&dout, &da, &dk, &count}, stream_));
+  CU_OK(cuMemcpyDtoHAsync(out.data(), dout, n * 4, stream_));
+  CU_OK(cuStreamSynchronize(stream_));
+  for (size_t i = 0; i < n; i++) ASSERT_EQ(a[i] * 0.25f, out[i]) << i;
+
+  int divisor = 3;
+  CU_OK(launch(function("accl_divide_int32"), {&dout, &di, &divisor, &count}, stream_));
+  CU_OK(cuMemcpyDtoHAsync(iout.data(), dout, n * 4, stream_));
+  CU_OK(cuStreamSynchronize(stream_));
+  for (size_t i = 0; i < n; i++) ASSERT_EQ(ia[i] / 3, iout[i]) << i;
+
+  size_t bytes = n * 4 - 3;
+  CUdeviceptr src = da + 1;
+  CU_OK(launch(function("accl_copy"), {&dout, &src, &bytes}, stream_));
+  std::vector<char> copied(bytes);
+  CU_OK(cuMemcpyDtoHAsync(copied.data(), dout, bytes, stream_));
+  CU_OK(cuStreamSynchronize(stream_));
+  EXPECT_EQ(0, std::memcmp(copied.data(), reinterpret_cast<const char*>(a.data()) + 1, bytes));
+  EXPECT_GE(fakeCudaKernelRuns("accl_copy"), 1u);
+
+  CUmodule m = nullptr;
+  CUfunction f = nullptr;
+  CU_OK(cuModuleLoadData(&m, "x"));
+  EXPECT_EQ(CUDA_ERROR_NOT_FOUND, cuModuleGetFunction(&f, m, "accl_reduce2_float32_avg"));
+  for (CUdeviceptr p : {da, db, dout, di, dk}) CU_OK(cuMemFree(p));
+}
+
+TEST_F(FakeCuda, FlagKernelsWriteAndWaitOnMappedHostMemory) {
+  void* host = nullptr;
+  CU_OK(cuMemHostAlloc(&host, 16, CU_MEMHOSTALLOC_DEVICEMAP));
+  auto* words = static_cast<volatile unsigned long long*>(host);
+  words[0] = 0;
+  words[1] = 0;
+  CUdeviceptr flag = reinterpret_cast<CUdeviceptr>(host), out = flag + 8;
+  unsigned long long want = 4, written = 9;
+  int geq = 0;
+  CU_OK(launch(function("accl_wait_flag"), {&flag, &want, &geq}, stream_));
+  CU_OK(launch(function("accl_write_flag"), {&out, &written}, stream_));
+  EXPECT_EQ(CUDA_ERROR_NOT_READY, cuStreamQuery(stream_));
+  words[0] = 6;
+  CU_OK(cuStreamSynchronize(stream_));
+  EXPECT_EQ(9u, words[1]);
+  CU_OK(cuMemFreeHost(host));
+}
+
+TEST_F(FakeCuda, CopiesUseAnyHostMemoryAndSynchronousOnesWait) {
+  std::vector<uint8_t> src(10000), back(10000);
+  for (size_t i = 0; i < src.size(); i++) src[i] = static_cast<uint8_t>(i * 31);
+  CUdeviceptr a = 0, b = 0;
+  CU_OK(cuMemAlloc(&a, src.size()));
+  CU_OK(cuMemAllocAsync(&b, src.size(), stream_));
+  CU_OK(cuMemcpyHtoDAsync(a, src.data(), src.size(), stream_));
+  CU_OK(cuMemcpyAsync(b, a, src.size(), stream_));
+  CU_OK(cuMemsetD8Async(a, 0xEE, 16, stream_));
+  CU_OK(cuStreamSynchronize(stream_));
+  CU_OK(cuMemcpyDtoH(back.data(), b, back.size()));
+  EXPECT_EQ(src, back);
+  CU_OK(cuMemcpyDtoH(back.data(), a, 16));
+  for (int i = 0; i < 16; i++) EXPECT_EQ(0xEE, back[i]);
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuMemcpyHtoD(a + 1, src.data(), src.size()));  // runs past the allocation
+  CU_OK(cuMemFreeAsync(b, stream_));
+  CU_OK(cuStreamSynchronize(stream_));
+  unsigned type = 0;
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, b));
+  CU_OK(cuMemFree(a));
+}
+
+TEST_F(FakeCuda, KernelTouchingUnregisteredHostMemoryFaultsTheStream) {
+  std::vector<char> pageable(256, 1);
+  CUdeviceptr dst = 0;
+  CU_OK(cuMemAlloc(&dst, 256));
+  CUdeviceptr src = reinterpret_cast<CUdeviceptr>(pageable.data());
+  size_t bytes = 256;
+  ::testing::internal::CaptureStderr();
+  CU_OK(launch(function("accl_copy"), {&dst, &src, &bytes}, stream_));  // accepted: faults when it runs
+  EXPECT_EQ(CUDA_ERROR_ILLEGAL_ADDRESS, cuStreamSynchronize(stream_));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  char addr[32];
+  snprintf(addr, sizeof addr, "0x%llx", src);
+  EXPECT_NE(std::string::npos, err.find(addr)) << err;
+  EXPECT_NE(std::string::npos, err.find("illegal address")) << err;
+  // Sticky: later work does not run, and every later query and synchronize says so.
+  std::atomic<int> ran{0};
+  CU_OK(cuLaunchHostFunc(stream_, [](void* p) { static_cast<std::atomic<int>*>(p)->store(1); }, &ran));
+  EXPECT_EQ(CUDA_ERROR_ILLEGAL_ADDRESS, cuStreamSynchronize(stream_));
+  EXPECT_EQ(CUDA_ERROR_ILLEGAL_ADDRESS, cuStreamQuery(stream_));
+  EXPECT_EQ(0, ran.load());
+  const char* text = nullptr;
+  CU_OK(cuGetErrorString(CUDA_ERROR_ILLEGAL_ADDRESS, &text));
+  EXPECT_STREQ("an illegal memory access was encountered", text);
+  CU_OK(cuGetErrorName(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, &text));
+  EXPECT_STREQ("CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", text);
+}
+
+TEST_F(FakeCuda, IpcHandleOpensInAnotherProcessOnly) {
+  const size_t bytes = 3 * 4096 + 100;
+  CUdeviceptr keep = 0, p = 0;
+  CU_OK(cuMemAlloc(&keep, 5000));  // so p is not at the start of the memory
+  CU_OK(cuMemAlloc(&p, bytes));
+  CU_OK(cuMemsetD8(p, 0x5A, bytes));
+  CUipcMemHandle handle;
+  CU_OK(cuIpcGetMemHandle(&handle, p));
+  CUdeviceptr same = 0;
+  EXPECT_EQ(CUDA_ERROR_INVALID_CONTEXT, cuIpcOpenMemHandle(&same, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+  std::string hex;
+  for (size_t i = 0; i < sizeof handle; i++) {
+    char two[3];
+    snprintf(two, sizeof two, "%02x", static_cast<unsigned char>(handle.reserved[i]));
+    hex += two;
+  }
+  const std::string size = std::to_string(bytes);
+  const char* argv[] = {FAKE_CUDA_IPC_PEER, hex.c_str(), size.c_str(), "90", "51", nullptr};  // 0x5A, 0x33
+  pid_t pid = 0;
+  ASSERT_EQ(0, posix_spawn(&pid, FAKE_CUDA_IPC_PEER, nullptr, nullptr, const_cast<char**>(argv), environ));
+  int status = 0;
+  ASSERT_EQ(pid, waitpid(pid, &status, 0));
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "peer status " << status;
+  std::vector<unsigned char> back(bytes);
+  CU_OK(cuMemcpyDtoH(back.data(), p, bytes));
+  for (size_t i = 0; i < bytes; i++) ASSERT_EQ(0x33, back[i]) << i;
+  CU_OK(cuMemFree(p));
+  CU_OK(cuMemFree(keep));
+}
+
+TEST_F(FakeCuda, CapturedWorkRunsOnlyWhenTheGraphIsLaunchedAndReplays) {
+  const size_t n = 64;
+  std::vector<int64_t> acc(n, 100), x(n);
+  for (size_t i = 0; i < n; i++) x[i] = static_cast<int64_t>(i);
+  CUdeviceptr dacc = upload(acc.data(), n * 8), dx = upload(x.data(), n * 8);
+  void* host = nullptr;
+  CU_OK(cuMemHostAlloc(&host, 8, 0));
+  auto* flag = static_cast<volatile uint64_t*>(host);
+  *flag = 0;
+  std::atomic<int> hostRuns{0};
+  CUfunction sum = function("accl_reduce2_int64_sum");
+  size_t count = n;
+  const unsigned long long kernelsBefore = fakeCudaKernelRuns("accl_reduce2_int64_sum");
+
+  CU_OK(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CU_OK(cuStreamIsCapturing(stream_, &status));
+  EXPECT_EQ(CU_STREAM_CAPTURE_STATUS_ACTIVE, status);
+  CU_OK(launch(sum, {&dacc, &dacc, &dx, &count}, stream_));
+  CU_OK(cuLaunchHostFunc(stream_, [](void* p) { static_cast<std::atomic<int>*>(p)->fetch_add(1); }, &hostRuns));
+  CU_OK(cuStreamWaitValue64(stream_, reinterpret_cast<CUdeviceptr>(host), 0, CU_STREAM_WAIT_VALUE_GEQ));
+  CU_OK(cuStreamWriteValue64(stream_, reinterpret_cast<CUdeviceptr>(host), 1, 0));
+  CUgraph graph = nullptr;
+  CU_OK(cuStreamEndCapture(stream_, &graph));
+  ASSERT_NE(nullptr, graph);
+  CU_OK(cuStreamIsCapturing(stream_, &status));
+  EXPECT_EQ(CU_STREAM_CAPTURE_STATUS_NONE, status);
+  CU_OK(cuStreamSynchronize(stream_));
+  EXPECT_EQ(0, hostRuns.load());
+  EXPECT_EQ(0u, *flag);
+
+  CUgraphExec exec = nullptr;
+  CU_OK(cuGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 3; i++) CU_OK(cuGraphLaunch(exec, stream_));
+  CU_OK(cuStreamSynchronize(stream_));
+  EXPECT_EQ(3, hostRuns.load());
+  EXPECT_EQ(1u, *flag);
+  EXPECT_EQ(kernelsBefore + 3, fakeCudaKernelRuns("accl_reduce2_int64_sum"));
+  CU_OK(cuMemcpyDtoH(acc.data(), dacc, n * 8));
+  for (size_t i = 0; i < n; i++) ASSERT_EQ(100 + 3 * static_cast<int64_t>(i), acc[i]) << i;
+  CU_OK(cuGraphExecDestroy(exec));
+  CU_OK(cuGraphDestroy(graph));
+  CU_OK(cuMemFreeHost(host));
+  CU_OK(cuMemFree(dacc));
+  CU_OK(cuMemFree(dx));
+}
+
+TEST_F(FakeCuda, SynchronizingACapturingStreamFailsAndInvalidatesTheCapture) {
+  EXPECT_EQ(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, cuStreamBeginCapture(nullptr, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CU_OK(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  EXPECT_EQ(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, cuStreamSynchronize(stream_));
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CU_OK(cuStreamIsCapturing(stream_, &status));
+  EXPECT_EQ(CU_STREAM_CAPTURE_STATUS_INVALIDATED, status);
+  CUgraph graph = reinterpret_cast<CUgraph>(1);
+  EXPECT_EQ(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, cuStreamEndCapture(stream_, &graph));
+  EXPECT_EQ(nullptr, graph);
+  CU_OK(cuStreamSynchronize(stream_));
+}
+
+}  // namespace

@@ -1,0 +1,188 @@
+// internal.h: what the files of the fake CUDA driver (build/tests/fake_cuda/libcuda.so.1) share.
+// The fake runs the driver API on the host so the CUDA backend is tested without a GPU:
+// device memory is a PROT_NONE view of a memfd (the CPU faults on it, as it would on HBM) that
+// the fake's own engine reaches through a second, writable view of the same memfd; streams are
+// in-order queues run by one worker thread each; kernels are the host kernels of kernels/host.
+// Entry points are the real names with cuda.h's types (the driver's C ABI).
+#pragma once
+#include <cuda.h>
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <deque>
+#include <vector>
+
+// Exported with C linkage whatever the build's default visibility.
+#define FAKE_CUDA_API extern "C" __attribute__((visibility("default")))
+
+namespace fakecuda {
+
+// ---- errors.cc ----
+const char* errorName(CUresult r);    // "CUDA_ERROR_INVALID_VALUE"
+const char* errorString(CUresult r);  // "invalid argument"
+// One line on stderr, prefixed "fake libcuda: " (what the real GPU would show as a fault or an
+// Xid; tests read it).
+void report(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// ---- devices.cc: devices, primary contexts, the thread's current context ----
+struct Context {
+  int device = 0;
+  int retains = 0;  // primary context reference count (guarded by the device table's lock)
+};
+bool initialized();                // cuInit ran
+int deviceCount();                 // FAKE_CUDA_DEVICES, default 1
+Context* primaryContext(int device);  // the one context of each device (never freed)
+bool isContext(CUcontext c);
+inline Context* asContext(CUcontext c) { return reinterpret_cast<Context*>(c); }
+inline CUcontext asHandle(Context* c) { return reinterpret_cast<CUcontext>(c); }
+// The calling thread's context: CUDA_ERROR_NOT_INITIALIZED before cuInit,
+// CUDA_ERROR_INVALID_CONTEXT when none is current (what the real driver answers).
+CUresult currentContext(Context** out);
+
+// ---- memory.cc: the device arena, host ranges, address translation ----
+enum class MemKind { None, Device, Imported, HostAlloc, HostRegistered };
+struct Range {
+  MemKind kind = MemKind::None;
+  uintptr_t base = 0;  // the address the program sees
+  size_t size = 0;
+  char* shadow = nullptr;  // where the engine reaches base (== base for host memory)
+  Context* ctx = nullptr;
+  // For device memory: the memfd and the offset of base in it (IPC handles name them).
+  int fd = -1;
+  size_t fdOffset = 0;
+  size_t mapped = 0;  // bytes reserved or mapped for it (whole pages)
+};
+CUresult deviceAlloc(Context* ctx, size_t bytes, uintptr_t* out);
+CUresult deviceFree(uintptr_t base);  // base of a cuMemAlloc'd (not imported) allocation
+// Maps size bytes at fdOffset of `fd` as device memory (IPC import); takes ownership of fd.
+CUresult importRange(Context* ctx, int fd, size_t fdOffset, size_t size, uintptr_t* out);
+CUresult unimportRange(uintptr_t base);
+CUresult hostAlloc(Context* ctx, size_t bytes, void** out);
+CUresult hostFree(void* p);
+CUresult hostRegister(Context* ctx, void* p, size_t bytes);
+CUresult hostUnregister(void* p);
+// The range that contains addr (any kind), or kind None.
+Range findRange(uintptr_t addr);
+// Where a kernel or memory operation reads/writes [addr, addr+bytes): device memory through its
+// shadow, registered or cuMemHostAlloc'd host memory as is; nullptr for anything else (the
+// "illegal address" a GPU would fault on).
+char* kernelAddress(uintptr_t addr, size_t bytes);
+// Where a memcpy reads/writes: like kernelAddress, but any other address is pageable host
+// memory (memcpy may use it). nullptr when [addr, addr+bytes) starts in device memory and runs
+// past its allocation.
+char* copyAddress(uintptr_t addr, size_t bytes);
+
+// ---- events.cc: completion markers and events ----
+// One record of an event: done once the stream reaches it.
+class Marker {
+ public:
+  void complete(CUresult result);
+  bool done();
+  CUresult wait();  // blocks until done; the stream's error at that point
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  CUresult result_ = CUDA_SUCCESS;
+};
+struct Graph;
+struct Event {
+  Context* ctx = nullptr;
+  unsigned flags = 0;
+  std::mutex mu;
+  std::shared_ptr<Marker> last;  // the latest record; null before the first
+  std::shared_ptr<Graph> capturedIn;  // the last record was captured into this graph
+};
+
+// ---- streams.cc ----
+// An operation on a stream. It receives the stream's sticky error (CUDA_SUCCESS when none) and
+// returns the stream's error afterwards; work ops do nothing once the stream has failed,
+// markers complete either way (so waiters never hang on a dead stream).
+using Op = std::function<CUresult(CUresult sticky)>;
+Op work(std::function<CUresult()> body);
+class Stream {
+ public:
+  Stream(Context* ctx, unsigned flags);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  // Queues op, or records it when the stream is capturing.
+  void enqueue(Op op);
+  CUresult synchronize();
+  CUresult query();  // CUDA_SUCCESS, CUDA_ERROR_NOT_READY or the sticky error
+  Context* ctx() const { return ctx_; }
+  unsigned flags() const { return flags_; }
+  // Capture state (capture.cc uses these under captureMu).
+  std::mutex captureMu;
+  std::shared_ptr<Graph> capture;
+  CUstreamCaptureStatus captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+
+ private:
+  void run();
+  Context* ctx_;
+  unsigned flags_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Op> queue_;
+  uint64_t enqueued_ = 0, done_ = 0;
+  CUresult sticky_ = CUDA_SUCCESS;
+  bool stop_ = false;
+  std::thread worker_;  // last: starts once the rest is built
+};
+// The stream a handle names: 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are one process
+// default stream (needs a current context); others must be live streams (INVALID_HANDLE).
+CUresult resolveStream(CUstream h, Stream** out);
+CUresult createStream(Context* ctx, unsigned flags, Stream** out);
+CUresult destroyStream(CUstream h);  // pending work still runs, as with the real driver
+CUresult synchronizeContext(Context* ctx);
+CUresult resolveEvent(CUevent h, Event** out);
+
+// ---- capture.cc ----
+struct Graph {
+  std::vector<Op> ops;
+  std::atomic<bool> open{true};  // still being captured
+};
+// Ops enqueued on a capturing stream land here instead of running.
+bool captureIfActive(Stream* s, const Op& op);
+
+// ---- registries of live handles: a stale or foreign handle is an error, not a crash ----
+template <class T>
+class Registry {
+ public:
+  void add(T* p) {
+    std::lock_guard<std::mutex> g(mu_);
+    live_.insert(p);
+  }
+  bool remove(T* p) {
+    std::lock_guard<std::mutex> g(mu_);
+    return live_.erase(p) > 0;
+  }
+  bool contains(const void* p) {
+    std::lock_guard<std::mutex> g(mu_);
+    return live_.count(static_cast<T*>(const_cast<void*>(p))) > 0;
+  }
+  std::vector<T*> snapshot() {
+    std::lock_guard<std::mutex> g(mu_);
+    return {live_.begin(), live_.end()};
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_set<T*> live_;
+};
+Registry<Stream>& streams();
+Registry<Event>& events();
+
+// ---- counters for test programs (test_hooks.cc) ----
+void countKernel(const char* name);
+void countMemop();
+void countMemcpy();
+
+}  // namespace fakecuda

@@ -1,0 +1,138 @@
+// streams.cc: a stream is an in-order queue of operations run by its own worker thread. The
+// first operation that fails leaves its error on the stream (sticky, like a GPU fault: later
+// work does not run and later synchronize/query calls report it). The NULL stream,
+// CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are one process-wide default stream; the legacy
+// stream's implicit synchronization with blocking streams is NOT emulated.
+#include "internal.h"
+
+namespace fakecuda {
+
+Op work(std::function<CUresult()> body) {
+  return [body = std::move(body)](CUresult sticky) { return sticky != CUDA_SUCCESS ? sticky : body(); };
+}
+
+Stream::Stream(Context* ctx, unsigned flags) : ctx_(ctx), flags_(flags), worker_([this] { run(); }) {}
+
+// Drains the queue first: destroying a stream lets its pending work finish.
+Stream::~Stream() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+
+void Stream::enqueue(Op op) {
+  if (captureIfActive(this, op)) return;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    queue_.push_back(std::move(op));
+    enqueued_++;
+  }
+  cv_.notify_all();
+}
+
+void Stream::run() {
+  for (;;) {
+    Op op;
+    CUresult sticky;
+    {
+      std::unique_lock<std::mutex> g(mu_);
+      cv_.wait(g, [this] { return !queue_.empty() || stop_; });
+      if (queue_.empty()) return;
+      op = std::move(queue_.front());
+      queue_.pop_front();
+      sticky = sticky_;
+    }
+    CUresult r = op(sticky);
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (sticky_ == CUDA_SUCCESS) sticky_ = r;
+      done_++;
+    }
+    cv_.notify_all();
+  }
+}
+
+CUresult Stream::synchronize() {
+  {
+    std::lock_guard<std::mutex> g(captureMu);
+    if (captureStatus != CU_STREAM_CAPTURE_STATUS_NONE) {
+      captureStatus = CU_STREAM_CAPTURE_STATUS_INVALIDATED;  // the real driver ends the capture's validity too
+      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+  }
+  std::unique_lock<std::mutex> g(mu_);
+  const uint64_t target = enqueued_;
+  cv_.wait(g, [&] { return done_ >= target; });
+  return sticky_;
+}
+
+CUresult Stream::query() {
+  {
+    std::lock_guard<std::mutex> g(captureMu);
+    if (captureStatus != CU_STREAM_CAPTURE_STATUS_NONE) {
+      captureStatus = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  if (sticky_ != CUDA_SUCCESS) return sticky_;
+  return done_ == enqueued_ ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+Registry<Stream>& streams() {
+  static Registry<Stream>* r = new Registry<Stream>;
+  return *r;
+}
+
+namespace {
+// Never destroyed (its thread may still run at exit); its context is whichever is current.
+Stream& defaultStream() {
+  static Stream* s = new Stream(nullptr, 0);
+  return *s;
+}
+}  // namespace
+
+CUresult resolveStream(CUstream h, Stream** out) {
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
+    Context* ctx = nullptr;
+    if (CUresult r = currentContext(&ctx)) return r;
+    *out = &defaultStream();
+    return CUDA_SUCCESS;
+  }
+  if (!streams().contains(h)) return CUDA_ERROR_INVALID_HANDLE;
+  *out = reinterpret_cast<Stream*>(h);
+  return CUDA_SUCCESS;
+}
+
+CUresult createStream(Context* ctx, unsigned flags, Stream** out) {
+  auto* s = new Stream(ctx, flags);
+  streams().add(s);
+  *out = s;
+  return CUDA_SUCCESS;
+}
+
+CUresult destroyStream(CUstream h) {
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  Stream* s = reinterpret_cast<Stream*>(h);
+  if (h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD || !streams().remove(s))
+    return CUDA_ERROR_INVALID_HANDLE;
+  // Returns at once, as the real driver does; the worker finishes the queue, then goes.
+  std::thread([s] { delete s; }).detach();
+  return CUDA_SUCCESS;
+}
+
+CUresult synchronizeContext(Context* ctx) {
+  CUresult first = defaultStream().synchronize();
+  for (Stream* s : streams().snapshot()) {
+    if (s->ctx() != ctx) continue;
+    CUresult r = s->synchronize();
+    if (first == CUDA_SUCCESS) first = r;
+  }
+  return first;
+}
+
+}  // namespace fakecuda
