@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The perf binaries in device mode against the fake CUDA driver (tests/fake_cuda): device
+# buffers the CPU cannot touch, CUDA streams, several ranks on one "GPU", as threads and as
+# processes, results checked after cuMemcpyDtoH, and a corrupted result caught.
+#   fakegpu_perf_test.sh PERF_BIN_DIR FAKE_CUDA_DIR
+# Exit 77 (skip, with the reason) when the library has no CUDA backend; any other reason for
+# host buffers is a failure.
+set -u
+bin=$1
+export LD_LIBRARY_PATH=$2${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+unset ACCL_BACKEND ACCL_PERF_HOST ACCL_PERF_DEVICE ACCL_PERF_CORRUPT NCCL_TESTS_DEVICE
+failures=0
+
+if [ ! -e "$2/libcuda.so.1" ]; then
+  echo "SKIP: no fake CUDA driver at $2/libcuda.so.1 (tests/fake_cuda not built: no cuda.h?)"
+  exit 77
+fi
+init=$(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT timeout 60 "$bin/all_reduce_perf" -b 8 -e 8 -n 1 -w 0 -c 0 2>&1)
+if echo "$init" | grep -q "has no CUDA backend"; then
+  echo "SKIP: the fake driver loads but this build of ACCL has no CUDA backend yet:"
+  echo "$init" | grep -m1 "backend"
+  exit 77
+fi
+if ! echo "$init" | grep -q "^# Buffers: device memory"; then
+  echo "FAIL: the perf binary did not pick device buffers on the fake driver:"
+  echo "$init"
+  exit 1
+fi
+
+# expect NAME RC_WANTED COMMAND...: runs it, wants that exit code, device buffers, and for rc 0
+# a clean verification.
+expect() {
+  local name=$1 want=$2 out rc
+  shift 2
+  out=$(timeout 120 "$@" 2>&1)
+  rc=$?
+  local bad=""
+  [ $rc -eq "$want" ] || bad="exit code $rc, wanted $want"
+  echo "$out" | grep -q "^# Buffers: device memory" || bad="${bad:+$bad; }no '# Buffers: device memory' line"
+  echo "$out" | grep -q "^#  Rank .* device  0 \[0000:" || bad="${bad:+$bad; }no rank on device 0"
+  if [ "$want" = 0 ]; then
+    echo "$out" | grep -q "Out of bounds values : 0 OK" || bad="${bad:+$bad; }wrong results"
+    echo "$out" | grep -qE "^ +[0-9]" || bad="${bad:+$bad; }no table rows"
+  fi
+  if [ -n "$bad" ]; then
+    echo "FAIL $name: $bad"
+    echo "$out" | sed 's/^/    /'
+    failures=$((failures + 1))
+  else
+    echo "ok   $name"
+  fi
+}
+
+expect "all_reduce -g 2 (two ranks, one device, one thread)" 0 \
+  "$bin/all_reduce_perf" --device -g 2 -b 8 -e 1M -f 32 -c 1 -n 2 -w 1
+expect "all_gather -g 2" 0 "$bin/all_gather_perf" --device -g 2 -b 8 -e 1M -f 32 -c 1 -n 2 -w 1
+expect "all_reduce -t 2 -p 1 (two threads, each inits its comm)" 0 \
+  "$bin/all_reduce_perf" --device -t 2 -g 1 -p 1 -b 1K -e 64K -f 8 -c 1 -n 2
+expect "reduce_scatter -g 2 -y 1 (NULL stream = the default stream)" 0 \
+  "$bin/reduce_scatter_perf" --device -g 2 -y 1 -b 1K -e 64K -f 8 -c 1 -n 2
+expect "all_reduce accl-run -np 2 (processes on one device)" 0 \
+  "$bin/accl-run" -np 2 "$bin/all_reduce_perf" --device -g 1 -b 8 -e 256K -f 32 -c 1 -n 2
+# A flipped byte in the downloaded result must be counted: the check reads device results.
+expect "a corrupted result is caught (exit 7)" 7 \
+  env ACCL_PERF_CORRUPT=1 "$bin/all_reduce_perf" --device -g 2 -b 1K -e 1K -c 1 -n 1
+
+[ $failures -eq 0 ] || { echo "$failures case(s) failed"; exit 1; }
+echo "all device-mode cases passed"
