@@ -82,12 +82,9 @@ FAKE_CUDA_API CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstr
   if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = nullptr;
   if (CUresult r = resolveStream(hStream, &s)) return r;
-  {
-    std::lock_guard<std::mutex> g(s->captureMu);
-    if (s->captureStatus != CU_STREAM_CAPTURE_STATUS_NONE) {
-      report("cuMemAllocAsync while capturing: graph memory nodes are not emulated");
-      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    }
+  if (s->captureStatus() != CU_STREAM_CAPTURE_STATUS_NONE) {
+    report("cuMemAllocAsync while capturing: graph memory nodes are not emulated");
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   Context* ctx = s->ctx();
   if (ctx == nullptr) currentContext(&ctx);
@@ -102,12 +99,9 @@ FAKE_CUDA_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
   if (CUresult r = resolveStream(hStream, &s)) return r;
   Range r = findRange(dptr);
   if (r.kind != MemKind::Device || r.base != dptr) return CUDA_ERROR_INVALID_VALUE;
-  {
-    std::lock_guard<std::mutex> g(s->captureMu);
-    if (s->captureStatus != CU_STREAM_CAPTURE_STATUS_NONE) {
-      report("cuMemFreeAsync while capturing: graph memory nodes are not emulated");
-      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    }
+  if (s->captureStatus() != CU_STREAM_CAPTURE_STATUS_NONE) {
+    report("cuMemFreeAsync while capturing: graph memory nodes are not emulated");
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   s->enqueue(work([dptr] { return deviceFree(dptr); }));
   return CUDA_SUCCESS;

@@ -1,5 +1,6 @@
 // devices.cc: cuInit, the devices (FAKE_CUDA_DEVICES, an H100/H200-like sm_90 part), their
 // primary contexts and the calling thread's current context.
+#include <pthread.h>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,10 @@ namespace {
 
 constexpr int kMaxDevices = 16;
 std::atomic<bool> gInitialized{false};
+// A child forked after cuInit cannot use the driver (the real one answers
+// CUDA_ERROR_NOT_INITIALIZED there); without this the child would wait forever on stream
+// threads that fork did not copy.
+std::atomic<bool> gForkedAfterInit{false};
 thread_local Context* tCurrent = nullptr;
 
 struct DeviceTable {
@@ -64,7 +69,7 @@ int attribute(CUdevice_attribute a) {
 
 }  // namespace
 
-bool initialized() { return gInitialized.load(std::memory_order_acquire); }
+bool initialized() { return gInitialized.load(std::memory_order_acquire) && !gForkedAfterInit.load(); }
 int deviceCount() { return table().count; }
 Context* primaryContext(int device) { return &table().contexts[device]; }
 
@@ -87,6 +92,12 @@ using namespace fakecuda;
 
 FAKE_CUDA_API CUresult cuInit(unsigned int flags) {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (gForkedAfterInit) {
+    report("cuInit in a process forked after its parent initialized CUDA: not supported (as with the real driver)");
+    return CUDA_ERROR_NOT_INITIALIZED;
+  }
+  static std::once_flag atfork;
+  std::call_once(atfork, [] { pthread_atfork(nullptr, nullptr, [] { gForkedAfterInit = true; }); });
   table();
   gInitialized.store(true, std::memory_order_release);
   return CUDA_SUCCESS;

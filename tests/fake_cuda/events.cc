@@ -65,11 +65,11 @@ FAKE_CUDA_API CUresult cuEventRecord(CUevent h, CUstream hStream) {
   if (CUresult r = resolveEvent(h, &e)) return r;
   if (CUresult r = resolveStream(hStream, &s)) return r;
   auto marker = std::make_shared<Marker>();
+  std::shared_ptr<Graph> graph = s->captureGraph();
   {
-    std::lock_guard<std::mutex> g(s->captureMu);
     std::lock_guard<std::mutex> ge(e->mu);
     e->last = marker;
-    e->capturedIn = s->captureStatus == CU_STREAM_CAPTURE_STATUS_ACTIVE ? s->capture : nullptr;
+    e->capturedIn = graph;
   }
   s->enqueue([marker](CUresult sticky) {
     marker->complete(sticky);
@@ -119,13 +119,14 @@ FAKE_CUDA_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent h, unsigned i
     capturedIn = e->capturedIn;
   }
   if (!m) return CUDA_SUCCESS;
-  if (capturedIn && capturedIn->open) {
-    std::lock_guard<std::mutex> g(s->captureMu);
-    if (s->capture != capturedIn) {
-      report("cuStreamWaitEvent: joining another stream into a capture (fork/join capture) is not emulated");
-      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    }
+  std::shared_ptr<Graph> own = s->captureGraph();
+  if (!(capturedIn && capturedIn->open)) capturedIn = nullptr;
+  if (own && own != capturedIn && flags != CU_EVENT_WAIT_EXTERNAL) {
+    // A capture may not depend on work outside it (real driver: the same error).
+    report("cuStreamWaitEvent: a capturing stream waits on an event recorded outside its capture");
+    return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
   }
+  if (!own && capturedIn) joinCapture(s, capturedIn);  // fork: s's work is recorded from now on
   s->enqueue([m](CUresult sticky) {
     if (sticky == CUDA_SUCCESS) m->wait();
     return sticky;

@@ -123,7 +123,11 @@ TEST_F(FakeCuda, HostCodeTouchingDeviceMemoryCrashes) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   CUdeviceptr p = 0;
   CU_OK(cuMemAlloc(&p, 4096));
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  EXPECT_DEATH(*reinterpret_cast<volatile char*>(p + 100) = 1, "SEGV");  // the sanitizer reports the fault
+#else
   EXPECT_EXIT(*reinterpret_cast<volatile char*>(p + 100) = 1, ::testing::KilledBySignal(SIGSEGV), "");
+#endif
   CU_OK(cuMemFree(p));
 }
 
@@ -478,6 +482,72 @@ TEST_F(FakeCuda, SynchronizingACapturingStreamFailsAndInvalidatesTheCapture) {
   EXPECT_EQ(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, cuStreamEndCapture(stream_, &graph));
   EXPECT_EQ(nullptr, graph);
   CU_OK(cuStreamSynchronize(stream_));
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(FakeCuda, StreamsForkedIntoACaptureAreRecordedAndJoinBack) {
+  CUstream side = nullptr;
+  CU_OK(cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
+  CUevent fork = nullptr, join = nullptr, outside = nullptr;
+  CU_OK(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+  CU_OK(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
+  CU_OK(cuEventCreate(&outside, CU_EVENT_DISABLE_TIMING));
+  CU_OK(cuEventRecord(outside, side));
+  std::vector<int> order;
+  std::pair<std::vector<int>*, int> first{&order, 1}, second{&order, 2}, third{&order, 3};
+
+  CU_OK(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  EXPECT_EQ(CUDA_ERROR_STREAM_CAPTURE_ISOLATION, cuStreamWaitEvent(stream_, outside, 0));
+  CU_OK(cuLaunchHostFunc(stream_, appendIndex, &first));
+  CU_OK(cuEventRecord(fork, stream_));
+  CU_OK(cuStreamWaitEvent(side, fork, 0));  // side joins the capture
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CU_OK(cuStreamIsCapturing(side, &status));
+  EXPECT_EQ(CU_STREAM_CAPTURE_STATUS_ACTIVE, status);
+  CU_OK(cuLaunchHostFunc(side, appendIndex, &second));
+  CU_OK(cuEventRecord(join, side));
+  CU_OK(cuStreamWaitEvent(stream_, join, 0));
+  CU_OK(cuLaunchHostFunc(stream_, appendIndex, &third));
+  CUgraph graph = nullptr;
+  EXPECT_EQ(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, cuStreamEndCapture(side, &graph));
+  CU_OK(cuStreamEndCapture(stream_, &graph));
+  CU_OK(cuStreamIsCapturing(side, &status));
+  EXPECT_EQ(CU_STREAM_CAPTURE_STATUS_NONE, status);
+  CU_OK(cuStreamSynchronize(side));
+  EXPECT_TRUE(order.empty());
+
+  CUgraphExec exec = nullptr;
+  CU_OK(cuGraphInstantiate(&exec, graph, 0));
+  CU_OK(cuGraphLaunch(exec, stream_));
+  CU_OK(cuGraphLaunch(exec, stream_));
+  CU_OK(cuStreamSynchronize(stream_));
+  EXPECT_EQ((std::vector<int>{1, 2, 3, 1, 2, 3}), order);
+  CU_OK(cuGraphExecDestroy(exec));
+  CU_OK(cuGraphDestroy(graph));
+  for (CUevent e : {fork, join, outside}) CU_OK(cuEventDestroy(e));
+  CU_OK(cuStreamDestroy(side));
+}
+
+// Like the real driver: a child forked after cuInit cannot use CUDA, and says so instead of
+// waiting forever on stream threads that fork did not copy.
+TEST_F(FakeCuda, ChildForkedAfterInitGetsNotInitialized) {
+  CUdeviceptr p = 0;
+  CU_OK(cuMemAlloc(&p, 64));
+  fflush(nullptr);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int ok = cuInit(0) == CUDA_ERROR_NOT_INITIALIZED && cuMemsetD8(p, 1, 64) == CUDA_ERROR_NOT_INITIALIZED &&
+             cuStreamSynchronize(nullptr) == CUDA_ERROR_NOT_INITIALIZED;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(pid, waitpid(pid, &status, 0));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  CU_OK(cuMemFree(p));
 }
 
 }  // namespace

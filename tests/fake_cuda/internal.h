@@ -115,14 +115,18 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
   // Queues op, or records it when the stream is capturing.
   void enqueue(Op op);
+  // Queues ops with nothing of another thread in between (a graph launch).
+  void enqueueAll(const std::vector<Op>& ops);
   CUresult synchronize();
   CUresult query();  // CUDA_SUCCESS, CUDA_ERROR_NOT_READY or the sticky error
   Context* ctx() const { return ctx_; }
   unsigned flags() const { return flags_; }
-  // Capture state (capture.cc uses these under captureMu).
+  // The graph this stream is capturing into (its own capture, or one it joined by waiting on
+  // an event recorded in it); null when not capturing.
+  std::shared_ptr<Graph> captureGraph();
+  CUstreamCaptureStatus captureStatus();
   std::mutex captureMu;
-  std::shared_ptr<Graph> capture;
-  CUstreamCaptureStatus captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+  std::shared_ptr<Graph> capture;  // guarded by captureMu
 
  private:
   void run();
@@ -145,12 +149,20 @@ CUresult synchronizeContext(Context* ctx);
 CUresult resolveEvent(CUevent h, Event** out);
 
 // ---- capture.cc ----
+// Streams that join a capture (fork/join through events) record into the same op list, so a
+// graph is one serialization of what was captured: valid, since each stream's order and each
+// event wait are kept.
 struct Graph {
-  std::vector<Op> ops;
-  std::atomic<bool> open{true};  // still being captured
+  std::mutex mu;
+  std::vector<Op> ops;             // guarded by mu
+  std::vector<Stream*> members;    // guarded by mu; members[0] began the capture
+  std::atomic<bool> open{true};    // still being captured
+  std::atomic<bool> invalidated{false};
 };
-// Ops enqueued on a capturing stream land here instead of running.
-bool captureIfActive(Stream* s, const Op& op);
+// Ops enqueued on a capturing stream land in its graph instead of running.
+bool captureIfActive(Stream* s, const std::vector<Op>& ops);
+// s, not capturing, waits on an event captured into g: s joins g's capture.
+void joinCapture(Stream* s, const std::shared_ptr<Graph>& g);
 
 // ---- registries of live handles: a stale or foreign handle is an error, not a crash ----
 template <class T>

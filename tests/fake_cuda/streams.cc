@@ -23,14 +23,27 @@ Stream::~Stream() {
   worker_.join();
 }
 
-void Stream::enqueue(Op op) {
-  if (captureIfActive(this, op)) return;
+void Stream::enqueue(Op op) { enqueueAll({std::move(op)}); }
+
+void Stream::enqueueAll(const std::vector<Op>& ops) {
+  if (captureIfActive(this, ops)) return;
   {
     std::lock_guard<std::mutex> g(mu_);
-    queue_.push_back(std::move(op));
-    enqueued_++;
+    queue_.insert(queue_.end(), ops.begin(), ops.end());
+    enqueued_ += ops.size();
   }
   cv_.notify_all();
+}
+
+std::shared_ptr<Graph> Stream::captureGraph() {
+  std::lock_guard<std::mutex> g(captureMu);
+  return capture;
+}
+
+CUstreamCaptureStatus Stream::captureStatus() {
+  std::shared_ptr<Graph> g = captureGraph();
+  if (!g) return CU_STREAM_CAPTURE_STATUS_NONE;
+  return g->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
 }
 
 void Stream::run() {
@@ -56,12 +69,9 @@ void Stream::run() {
 }
 
 CUresult Stream::synchronize() {
-  {
-    std::lock_guard<std::mutex> g(captureMu);
-    if (captureStatus != CU_STREAM_CAPTURE_STATUS_NONE) {
-      captureStatus = CU_STREAM_CAPTURE_STATUS_INVALIDATED;  // the real driver ends the capture's validity too
-      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    }
+  if (std::shared_ptr<Graph> graph = captureGraph()) {
+    graph->invalidated = true;  // the real driver invalidates the capture too
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   std::unique_lock<std::mutex> g(mu_);
   const uint64_t target = enqueued_;
@@ -70,12 +80,9 @@ CUresult Stream::synchronize() {
 }
 
 CUresult Stream::query() {
-  {
-    std::lock_guard<std::mutex> g(captureMu);
-    if (captureStatus != CU_STREAM_CAPTURE_STATUS_NONE) {
-      captureStatus = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
-      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    }
+  if (std::shared_ptr<Graph> graph = captureGraph()) {
+    graph->invalidated = true;
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   std::lock_guard<std::mutex> g(mu_);
   if (sticky_ != CUDA_SUCCESS) return sticky_;
