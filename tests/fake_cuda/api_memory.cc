@@ -31,15 +31,19 @@ CUresult enqueueCopy(CUstream hStream, uintptr_t dst, uintptr_t src, size_t byte
   return CUDA_SUCCESS;
 }
 
-CUresult enqueueSet(CUstream hStream, uintptr_t dst, unsigned char value, size_t bytes) {
+// Sets count elements of T (8 or 32 bits) at dst.
+template <class T>
+CUresult enqueueSet(CUstream hStream, uintptr_t dst, T value, size_t count) {
   Stream* s = nullptr;
   if (CUresult r = resolveStream(hStream, &s)) return r;
-  if (bytes == 0) return CUDA_SUCCESS;
-  if (kernelAddress(dst, bytes) == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  s->enqueue(work([dst, value, bytes] {
+  if (count == 0) return CUDA_SUCCESS;
+  const size_t bytes = count * sizeof(T);
+  if (dst % sizeof(T) != 0 || kernelAddress(dst, bytes) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  s->enqueue(work([dst, value, count, bytes] {
     char* d = kernelAddress(dst, bytes);
     if (d == nullptr) return CUDA_ERROR_ILLEGAL_ADDRESS;
-    std::memset(d, value, bytes);
+    if constexpr (sizeof(T) == 1) std::memset(d, value, count);
+    else for (size_t i = 0; i < count; i++) std::memcpy(d + i * sizeof(T), &value, sizeof(T));
     return CUDA_SUCCESS;
   }));
   return CUDA_SUCCESS;
@@ -211,4 +215,19 @@ FAKE_CUDA_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t
 }
 FAKE_CUDA_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n) {
   return waitDefault(enqueueSet(nullptr, dst, uc, n));
+}
+FAKE_CUDA_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUstream hStream) {
+  return enqueueSet(hStream, dst, ui, n);
+}
+FAKE_CUDA_API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int ui, size_t n) {
+  return waitDefault(enqueueSet(nullptr, dst, ui, n));
+}
+
+FAKE_CUDA_API CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
+  if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Context* ctx = nullptr;
+  if (CUresult r = currentContext(&ctx)) return r;
+  *total = deviceMemoryBytes();
+  *free = *total - deviceMemoryUsed();
+  return CUDA_SUCCESS;
 }

@@ -2,6 +2,7 @@
 // and the 64-bit stream memory operations (write a value; wait until a value compares).
 #include <sched.h>
 #include <time.h>
+#include <type_traits>
 #include "internal.h"
 
 using namespace fakecuda;
@@ -67,40 +68,42 @@ namespace {
 
 // Memory operations need memory the device can reach: device memory or registered/mapped host
 // memory. Anything else is refused at the call, as the real driver does.
-CUresult checkMemopAddress(const char* what, CUdeviceptr addr) {
-  if (addr % 8 != 0) return CUDA_ERROR_INVALID_VALUE;
-  if (kernelAddress(addr, 8) == nullptr) {
+CUresult checkMemopAddress(const char* what, CUdeviceptr addr, size_t bytes) {
+  if (addr % bytes != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (kernelAddress(addr, bytes) == nullptr) {
     report("%s: address 0x%llx is neither device memory nor registered host memory", what, addr);
     return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
 }
 
-uint64_t* memopWord(const char* what, CUdeviceptr addr) {
-  char* p = kernelAddress(addr, 8);
+template <class T>
+T* memopWord(const char* what, CUdeviceptr addr) {
+  char* p = kernelAddress(addr, sizeof(T));
   if (p == nullptr) report("%s: address 0x%llx was freed or unregistered before the stream got there", what, addr);
-  return reinterpret_cast<uint64_t*>(p);
+  return reinterpret_cast<T*>(p);
 }
 
-bool satisfied(uint64_t seen, uint64_t value, unsigned kind) {
+template <class T>
+bool satisfied(T seen, T value, unsigned kind) {
+  using Signed = std::make_signed_t<T>;
   switch (kind) {
-    case CU_STREAM_WAIT_VALUE_GEQ: return static_cast<int64_t>(seen - value) >= 0;  // wrap-safe, as the GPU
+    case CU_STREAM_WAIT_VALUE_GEQ: return static_cast<Signed>(seen - value) >= 0;  // wrap-safe, as the GPU
     case CU_STREAM_WAIT_VALUE_EQ: return seen == value;
     case CU_STREAM_WAIT_VALUE_AND: return (seen & value) != 0;
-    case CU_STREAM_WAIT_VALUE_NOR: return ~(seen | value) != 0;
+    case CU_STREAM_WAIT_VALUE_NOR: return static_cast<T>(~(seen | value)) != 0;
   }
   return true;
 }
 
-}  // namespace
-
-FAKE_CUDA_API CUresult cuStreamWriteValue64_v2(CUstream hStream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
+template <class T>
+CUresult writeValue(const char* what, CUstream hStream, CUdeviceptr addr, T value, unsigned flags) {
   Stream* s = nullptr;
   if (CUresult r = resolveStream(hStream, &s)) return r;
   if ((flags & ~unsigned{CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER}) != 0) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = checkMemopAddress("cuStreamWriteValue64", addr)) return r;
-  s->enqueue(work([addr, value] {
-    uint64_t* word = memopWord("cuStreamWriteValue64", addr);
+  if (CUresult r = checkMemopAddress(what, addr, sizeof(T))) return r;
+  s->enqueue(work([what, addr, value] {
+    T* word = memopWord<T>(what, addr);
     if (word == nullptr) return CUDA_ERROR_ILLEGAL_ADDRESS;
     countMemop();
     __atomic_store_n(word, value, __ATOMIC_RELEASE);
@@ -109,18 +112,19 @@ FAKE_CUDA_API CUresult cuStreamWriteValue64_v2(CUstream hStream, CUdeviceptr add
   return CUDA_SUCCESS;
 }
 
-FAKE_CUDA_API CUresult cuStreamWaitValue64_v2(CUstream hStream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
+template <class T>
+CUresult waitValue(const char* what, CUstream hStream, CUdeviceptr addr, T value, unsigned flags) {
   Stream* s = nullptr;
   if (CUresult r = resolveStream(hStream, &s)) return r;
   const unsigned kind = flags & 0x3;
   if ((flags & ~(0x3u | CU_STREAM_WAIT_VALUE_FLUSH)) != 0) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = checkMemopAddress("cuStreamWaitValue64", addr)) return r;
-  s->enqueue(work([addr, value, kind] {
-    uint64_t* word = memopWord("cuStreamWaitValue64", addr);
+  if (CUresult r = checkMemopAddress(what, addr, sizeof(T))) return r;
+  s->enqueue(work([what, addr, value, kind] {
+    T* word = memopWord<T>(what, addr);
     if (word == nullptr) return CUDA_ERROR_ILLEGAL_ADDRESS;
     countMemop();
     // Poll like the GPU's front end does: a few yields, then short sleeps.
-    for (int spins = 0; !satisfied(__atomic_load_n(word, __ATOMIC_ACQUIRE), value, kind); spins++) {
+    for (int spins = 0; !satisfied<T>(__atomic_load_n(word, __ATOMIC_ACQUIRE), value, kind); spins++) {
       if (spins < 64) {
         sched_yield();
       } else {
@@ -131,4 +135,19 @@ FAKE_CUDA_API CUresult cuStreamWaitValue64_v2(CUstream hStream, CUdeviceptr addr
     return CUDA_SUCCESS;
   }));
   return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+FAKE_CUDA_API CUresult cuStreamWriteValue64_v2(CUstream hStream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
+  return writeValue<uint64_t>("cuStreamWriteValue64", hStream, addr, value, flags);
+}
+FAKE_CUDA_API CUresult cuStreamWaitValue64_v2(CUstream hStream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
+  return waitValue<uint64_t>("cuStreamWaitValue64", hStream, addr, value, flags);
+}
+FAKE_CUDA_API CUresult cuStreamWriteValue32_v2(CUstream hStream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  return writeValue<uint32_t>("cuStreamWriteValue32", hStream, addr, value, flags);
+}
+FAKE_CUDA_API CUresult cuStreamWaitValue32_v2(CUstream hStream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  return waitValue<uint32_t>("cuStreamWaitValue32", hStream, addr, value, flags);
 }

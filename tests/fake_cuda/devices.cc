@@ -16,12 +16,14 @@ std::atomic<bool> gInitialized{false};
 // CUDA_ERROR_NOT_INITIALIZED there); without this the child would wait forever on stream
 // threads that fork did not copy.
 std::atomic<bool> gForkedAfterInit{false};
-thread_local Context* tCurrent = nullptr;
+thread_local Context* tCurrent = nullptr;         // the top of the thread's context stack
+thread_local std::vector<Context*> tBelow;        // the rest of it (cuCtxPushCurrent)
 
 struct DeviceTable {
   std::mutex mu;
   int count = 1;
   Context contexts[kMaxDevices];
+  bool peerEnabled[kMaxDevices][kMaxDevices] = {};  // [from][to], guarded by mu
   DeviceTable() {
     const char* env = std::getenv("FAKE_CUDA_DEVICES");
     if (env && *env) count = std::atoi(env);
@@ -205,4 +207,61 @@ FAKE_CUDA_API CUresult cuCtxSynchronize() {
   Context* c = nullptr;
   if (CUresult r = currentContext(&c)) return r;
   return synchronizeContext(c);
+}
+
+FAKE_CUDA_API CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!isContext(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  tBelow.push_back(tCurrent);
+  tCurrent = asContext(ctx);
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_API CUresult cuCtxPopCurrent_v2(CUcontext* pctx) {
+  if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (tCurrent == nullptr && tBelow.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (pctx) *pctx = asHandle(tCurrent);
+  tCurrent = tBelow.empty() ? nullptr : tBelow.back();
+  if (!tBelow.empty()) tBelow.pop_back();
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
+  if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = checkDevice(dev)) return r;
+  std::lock_guard<std::mutex> g(table().mu);
+  *flags = 0;
+  *active = primaryContext(dev)->retains > 0;
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_API CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = checkDevice(dev)) return r;
+  *bytes = deviceMemoryBytes();
+  return CUDA_SUCCESS;
+}
+
+// Every device of the fake reaches every other's memory (one host); a device is not its own peer.
+FAKE_CUDA_API CUresult cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDev) {
+  if (canAccessPeer == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = checkDevice(dev)) return r;
+  if (CUresult r = checkDevice(peerDev)) return r;
+  *canAccessPeer = dev != peerDev;
+  return CUDA_SUCCESS;
+}
+
+// Recorded, not enforced: kernels reach peer memory whether or not access was enabled.
+FAKE_CUDA_API CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int flags) {
+  Context* c = nullptr;
+  if (CUresult r = currentContext(&c)) return r;
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!isContext(peerContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  const int peer = asContext(peerContext)->device;
+  if (peer == c->device) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard<std::mutex> g(table().mu);
+  bool& on = table().peerEnabled[c->device][peer];
+  if (on) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  on = true;
+  return CUDA_SUCCESS;
 }

@@ -1,14 +1,22 @@
 // events.cc: a Marker is one record of an event (done when its stream gets there); the event
 // API keeps the latest marker, so cuStreamWaitEvent waits for the record current at the call.
+#include <chrono>
 #include "internal.h"
 
 namespace fakecuda {
 
 void Marker::complete(CUresult result) {
+  const auto now = std::chrono::steady_clock::now().time_since_epoch();
   std::lock_guard<std::mutex> g(mu_);
   done_ = true;
   result_ = result;
+  doneAtMs_ = std::chrono::duration<double, std::milli>(now).count();
   cv_.notify_all();
+}
+
+double Marker::doneAtMs() {
+  std::lock_guard<std::mutex> g(mu_);
+  return doneAtMs_;
 }
 
 bool Marker::done() {
@@ -133,3 +141,29 @@ FAKE_CUDA_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent h, unsigned i
   });
   return CUDA_SUCCESS;
 }
+
+// Both events timing-enabled and recorded; NOT_READY until both records completed.
+static CUresult elapsed(float* ms, CUevent hStart, CUevent hEnd) {
+  if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Event *start = nullptr, *end = nullptr;
+  if (CUresult r = resolveEvent(hStart, &start)) return r;
+  if (CUresult r = resolveEvent(hEnd, &end)) return r;
+  if ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
+  std::shared_ptr<Marker> a, b;
+  {
+    std::lock_guard<std::mutex> g(start->mu);
+    a = start->last;
+  }
+  {
+    std::lock_guard<std::mutex> g(end->mu);
+    b = end->last;
+  }
+  if (!a || !b) return CUDA_ERROR_INVALID_HANDLE;
+  if (!a->done() || !b->done()) return CUDA_ERROR_NOT_READY;
+  *ms = static_cast<float>(b->doneAtMs() - a->doneAtMs());
+  return CUDA_SUCCESS;
+}
+
+FAKE_CUDA_API CUresult cuEventElapsedTime_v2(float* ms, CUevent hStart, CUevent hEnd) { return elapsed(ms, hStart, hEnd); }
+#undef cuEventElapsedTime
+FAKE_CUDA_API CUresult cuEventElapsedTime(float* ms, CUevent hStart, CUevent hEnd) { return elapsed(ms, hStart, hEnd); }

@@ -245,22 +245,24 @@ TEST_F(FakeCuda, StreamWaitEventWaitsForTheRecordCurrentAtTheCall) {
 TEST_F(FakeCuda, StreamMemoryOperationsWaitAndWrite) {
   void* host = nullptr;
   CU_OK(cuMemHostAlloc(&host, 64, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
-  auto* words = static_cast<volatile uint64_t*>(host);
-  words[0] = 3;  // the flag
-  words[1] = 0;  // written by the stream
+  auto* words = static_cast<uint64_t*>(host);  // the flag, and a word the stream writes
+  auto store = [&](int i, uint64_t v) { __atomic_store_n(&words[i], v, __ATOMIC_RELEASE); };
+  auto load = [&](int i) { return __atomic_load_n(&words[i], __ATOMIC_ACQUIRE); };
+  store(0, 3);
+  store(1, 0);
   CUdeviceptr flag = 0, out = 0, dev = 0;
   CU_OK(cuMemHostGetDevicePointer(&flag, host, 0));
   out = flag + 8;
   CU_OK(cuStreamWaitValue64(stream_, flag, 5, CU_STREAM_WAIT_VALUE_GEQ));
   CU_OK(cuStreamWriteValue64(stream_, out, 7, 0));
   for (int i = 0; i < 20; i++) std::this_thread::yield();
-  EXPECT_EQ(0u, words[1]);
+  EXPECT_EQ(0u, load(1));
   EXPECT_EQ(CUDA_ERROR_NOT_READY, cuStreamQuery(stream_));
-  words[0] = 5;
+  store(0, 5);
   CU_OK(cuStreamSynchronize(stream_));
-  EXPECT_EQ(7u, words[1]);
+  EXPECT_EQ(7u, load(1));
   // GEQ compares as a signed difference (wraps like the GPU's); EQ is exact. Device memory works too.
-  words[0] = 1;
+  store(0, 1);
   CU_OK(cuStreamWaitValue64(stream_, flag, ~uint64_t{0} - 1, CU_STREAM_WAIT_VALUE_GEQ));
   CU_OK(cuMemAlloc(&dev, 8));
   CU_OK(cuStreamWriteValue64(stream_, dev, 42, 0));
@@ -330,8 +332,8 @@ TEST_F(FakeCuda, KernelsComputeWhatTheCudaKernelsDo) {
 TEST_F(FakeCuda, FlagKernelsWriteAndWaitOnMappedHostMemory) {
   void* host = nullptr;
   CU_OK(cuMemHostAlloc(&host, 16, CU_MEMHOSTALLOC_DEVICEMAP));
-  auto* words = static_cast<volatile unsigned long long*>(host);
-  words[0] = 0;
+  auto* words = static_cast<unsigned long long*>(host);
+  words[0] = 0;  // before any launch: no one else looks yet
   words[1] = 0;
   CUdeviceptr flag = reinterpret_cast<CUdeviceptr>(host), out = flag + 8;
   unsigned long long want = 4, written = 9;
@@ -339,7 +341,7 @@ TEST_F(FakeCuda, FlagKernelsWriteAndWaitOnMappedHostMemory) {
   CU_OK(launch(function("accl_wait_flag"), {&flag, &want, &geq}, stream_));
   CU_OK(launch(function("accl_write_flag"), {&out, &written}, stream_));
   EXPECT_EQ(CUDA_ERROR_NOT_READY, cuStreamQuery(stream_));
-  words[0] = 6;
+  __atomic_store_n(&words[0], 6ull, __ATOMIC_RELEASE);  // the waiting kernel polls it
   CU_OK(cuStreamSynchronize(stream_));
   EXPECT_EQ(9u, words[1]);
   CU_OK(cuMemFreeHost(host));
@@ -547,6 +549,125 @@ TEST_F(FakeCuda, ChildForkedAfterInitGetsNotInitialized) {
   int status = 0;
   ASSERT_EQ(pid, waitpid(pid, &status, 0));
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  CU_OK(cuMemFree(p));
+}
+
+}  // namespace
+
+namespace {
+
+// Several threads, each with its own stream, at once: kernels, copies, events across streams
+// and memory operations, results checked (what a multi-threaded backend does to the driver).
+TEST_F(FakeCuda, ThreadsWithTheirOwnStreamsRunConcurrentlyAndCorrectly) {
+  constexpr int kThreads = 4, kRounds = 30;
+  const size_t n = 4096;
+  CUfunction sum = function("accl_reduce2_int32_sum");
+  CUevent ready[kThreads];
+  CUstream streams[kThreads];
+  for (int t = 0; t < kThreads; t++) {
+    CU_OK(cuEventCreate(&ready[t], CU_EVENT_DISABLE_TIMING));
+    CU_OK(cuStreamCreate(&streams[t], CU_STREAM_NON_BLOCKING));
+  }
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&, t] {
+      if (cuCtxSetCurrent(ctx_) != CUDA_SUCCESS) return void(failures++);
+      std::vector<int32_t> ones(n, 1), back(n);
+      CUdeviceptr acc = 0, one = 0;
+      size_t count = n;
+      if (cuMemAlloc(&acc, n * 4) || cuMemAlloc(&one, n * 4)) return void(failures++);
+      CUstream s = streams[t];
+      cuMemsetD8Async(acc, 0, n * 4, s);
+      cuMemcpyHtoDAsync(one, ones.data(), n * 4, s);
+      for (int r = 0; r < kRounds; r++) {
+        std::vector<void*> params = {&acc, &acc, &one, &count};
+        if (cuLaunchKernel(sum, 1, 1, 1, 32, 1, 1, 0, s, params.data(), nullptr)) failures++;
+        cuEventRecord(ready[t], s);
+        cuStreamWaitEvent(streams[(t + 1) % kThreads], ready[t], 0);  // cross-stream edges
+      }
+      cuMemcpyDtoHAsync(back.data(), acc, n * 4, s);
+      if (cuStreamSynchronize(s) != CUDA_SUCCESS) failures++;
+      for (size_t i = 0; i < n; i++)
+        if (back[i] != kRounds) return void(failures++);
+      cuMemFree(acc);
+      cuMemFree(one);
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(0, failures.load());
+  for (int t = 0; t < kThreads; t++) {
+    CU_OK(cuStreamSynchronize(streams[t]));
+    CU_OK(cuStreamDestroy(streams[t]));
+    CU_OK(cuEventDestroy(ready[t]));
+  }
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(FakeCuda, ContextStackMemoryInfoTimingAnd32BitOperations) {
+  // Context stack: push/pop around the current context.
+  CUcontext ctx1 = nullptr, popped = nullptr, cur = nullptr;
+  CU_OK(cuDevicePrimaryCtxRetain(&ctx1, 1));
+  CU_OK(cuCtxPushCurrent(ctx1));
+  CU_OK(cuCtxGetCurrent(&cur));
+  EXPECT_EQ(ctx1, cur);
+  CU_OK(cuCtxPopCurrent(&popped));
+  EXPECT_EQ(ctx1, popped);
+  CU_OK(cuCtxGetCurrent(&cur));
+  EXPECT_EQ(ctx_, cur);
+  int peer = -1;
+  CU_OK(cuDeviceCanAccessPeer(&peer, 0, 1));
+  EXPECT_EQ(1, peer);
+  CU_OK(cuCtxEnablePeerAccess(ctx1, 0));
+  EXPECT_EQ(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, cuCtxEnablePeerAccess(ctx1, 0));
+  CU_OK(cuDevicePrimaryCtxRelease(1));
+
+  // Memory info follows allocations.
+  size_t free0 = 0, total = 0, free1 = 0;
+  CU_OK(cuMemGetInfo(&free0, &total));
+  CUdeviceptr p = 0;
+  CU_OK(cuMemAlloc(&p, 1 << 20));
+  CU_OK(cuMemGetInfo(&free1, &total));
+  EXPECT_EQ(free0 - (1 << 20), free1);
+
+  // 32-bit set and memory operations.
+  CU_OK(cuMemsetD32Async(p, 0xA5A5A5A5u, 4, stream_));
+  CU_OK(cuStreamWriteValue32(stream_, p + 4, 17, 0));
+  CU_OK(cuStreamWaitValue32(stream_, p + 4, 17, CU_STREAM_WAIT_VALUE_EQ));
+  uint32_t back[4] = {};
+  CU_OK(cuMemcpyDtoHAsync(back, p, sizeof back, stream_));
+  CU_OK(cuStreamSynchronize(stream_));
+  EXPECT_EQ(0xA5A5A5A5u, back[0]);
+  EXPECT_EQ(17u, back[1]);
+  EXPECT_EQ(0xA5A5A5A5u, back[3]);
+
+  // Timing events: elapsed time between two records that completed.
+  CUevent a = nullptr, b = nullptr, untimed = nullptr;
+  CU_OK(cuEventCreate(&a, 0));
+  CU_OK(cuEventCreate(&b, 0));
+  CU_OK(cuEventCreate(&untimed, CU_EVENT_DISABLE_TIMING));
+  float ms = -1;
+  EXPECT_EQ(CUDA_ERROR_INVALID_HANDLE, cuEventElapsedTime(&ms, a, b));  // not recorded yet
+  CU_OK(cuEventRecord(a, stream_));
+  CU_OK(cuMemsetD8Async(p, 0, 1 << 20, stream_));
+  CU_OK(cuEventRecord(b, stream_));
+  CU_OK(cuEventRecord(untimed, stream_));
+  CU_OK(cuEventSynchronize(b));
+  CU_OK(cuEventElapsedTime(&ms, a, b));
+  EXPECT_GE(ms, 0.0f);
+  CU_OK(cuEventSynchronize(untimed));
+  EXPECT_EQ(CUDA_ERROR_INVALID_HANDLE, cuEventElapsedTime(&ms, a, untimed));
+  for (CUevent e : {a, b, untimed}) CU_OK(cuEventDestroy(e));
+
+  int threads = 0, blocks = 0;
+  CUfunction f = function("accl_copy");
+  CU_OK(cuFuncGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f));
+  EXPECT_EQ(1024, threads);
+  CU_OK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 256, 0));
+  EXPECT_EQ(8, blocks);
   CU_OK(cuMemFree(p));
 }
 

@@ -64,6 +64,8 @@ CUresult deviceFree(uintptr_t base);  // base of a cuMemAlloc'd (not imported) a
 // Maps size bytes at fdOffset of `fd` as device memory (IPC import); takes ownership of fd.
 CUresult importRange(Context* ctx, int fd, size_t fdOffset, size_t size, uintptr_t* out);
 CUresult unimportRange(uintptr_t base);
+size_t deviceMemoryBytes();  // the arena's size (FAKE_CUDA_MEMORY_GIB)
+size_t deviceMemoryUsed();   // bytes allocated now, IPC imports not counted
 CUresult hostAlloc(Context* ctx, size_t bytes, void** out);
 CUresult hostFree(void* p);
 CUresult hostRegister(Context* ctx, void* p, size_t bytes);
@@ -86,11 +88,13 @@ class Marker {
   void complete(CUresult result);
   bool done();
   CUresult wait();  // blocks until done; the stream's error at that point
+  double doneAtMs();  // when it completed (steady clock, ms); valid once done
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
   CUresult result_ = CUDA_SUCCESS;
+  double doneAtMs_ = 0;
 };
 struct Graph;
 struct Event {

@@ -83,6 +83,8 @@ class Memory {
   }
 
   int fd() const { return fd_; }
+  size_t bytes() const { return bytes_; }
+  size_t used = 0;  // guarded by mu
   char* view() const { return view_; }
   char* shadow() const { return shadow_; }
 
@@ -131,6 +133,7 @@ CUresult deviceAlloc(Context* ctx, size_t bytes, uintptr_t* out) {
   r.fdOffset = offset;
   r.mapped = mapped;
   m.ranges[r.base] = r;
+  m.used += mapped;
   *out = r.base;
   return CUDA_SUCCESS;
 }
@@ -141,8 +144,21 @@ CUresult deviceFree(uintptr_t base) {
   auto it = m.ranges.find(base);
   if (it == m.ranges.end() || it->second.kind != MemKind::Device) return CUDA_ERROR_INVALID_VALUE;
   m.give(it->second.fdOffset, it->second.mapped);
+  m.used -= it->second.mapped;
   m.ranges.erase(it);
   return CUDA_SUCCESS;
+}
+
+size_t deviceMemoryBytes() {
+  Memory& m = memory();
+  std::unique_lock<std::shared_mutex> g(m.mu);
+  return m.ensureArena() ? m.bytes() : 0;
+}
+
+size_t deviceMemoryUsed() {
+  Memory& m = memory();
+  std::shared_lock<std::shared_mutex> g(m.mu);
+  return m.used;
 }
 
 CUresult importRange(Context* ctx, int fd, size_t fdOffset, size_t size, uintptr_t* out) {
