@@ -10,6 +10,9 @@
 
 namespace accl {
 
+// Whether the op's copies into its output use non-temporal stores (ACCL_STREAM_OUTPUT_BYTES).
+bool streamsOutput(const OpDesc& op, int nranks);
+
 ncclResult_t planWork(std::vector<std::unique_ptr<OpDesc>> ops, std::unique_ptr<CommWork>* out);
 
 }  // namespace accl
