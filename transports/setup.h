@@ -13,6 +13,7 @@
 #include "bootstrap/bootstrap.h"
 #include "topo/cpu_mask.h"
 #include "topo/ifaces.h"
+#include "topo/nic_choice.h"
 #include "transports/peer_info.h"
 #include "transports/transport.h"
 
@@ -32,6 +33,7 @@ struct TransportSetup {
   const topo::NetIf* dataIf = nullptr;           // the interface chosen for data between hosts
   std::string netName;                           // NCCL_NET / config.netName ("" = any)
   const topo::CpuMask* helperCpus = nullptr;     // where helper threads run (null/empty: anywhere)
+  const topo::RankLocality* locality = nullptr;  // the rank's GPU and NUMA node (null: unknown)
   // Where eager transports put the connections they make in setup(), by peer rank.
   std::vector<std::unique_ptr<PeerConnection>>* conns = nullptr;
 

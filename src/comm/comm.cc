@@ -84,6 +84,7 @@ TransportSetup Comm::transportSetup() {
   t.conns = &conns;
   t.netName = config.netName;
   t.helperCpus = &helperCpus;
+  t.locality = &locality;
   return t;
 }
 

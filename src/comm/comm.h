@@ -13,6 +13,7 @@
 #include "net/socket.h"
 #include "coll/algo_policy.h"
 #include "topo/cpu_mask.h"
+#include "topo/nic_choice.h"
 #include "transports/board.h"
 #include "transports/doorbell.h"
 #include "transports/peer_info.h"
@@ -62,6 +63,8 @@ class Comm {
   std::atomic<bool> deterministic{false};
   // CPUs for this rank's helper threads (topo/thread_placement.h); empty: leave them alone.
   topo::CpuMask helperCpus;
+  // Its GPU and NUMA node, for choosing the network device closest to it (topo/nic_choice.h).
+  topo::RankLocality locality;
   Doorbell ownBell;  // this rank's doorbell unless a transport needs it in shared memory
 
   std::atomic<int> abortFlag{0};

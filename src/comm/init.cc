@@ -24,6 +24,9 @@ uint64_t randomU64() {
   return v;
 }
 
+// Interfaces the selection rules may offer to the closest-NIC choice.
+constexpr int kMaxNicCandidates = 16;
+
 size_t channelBytes() {
   int64_t want = param::buffSize();
   size_t bytes = 64 << 10;
@@ -44,8 +47,21 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   std::string why;
   net::SockAddr rendezvous = decodeUniqueId(id).root();
   // Helper threads (sockets, net plugin, status server, host streams) go to the rank's NUMA node.
-  c->helperCpus = topo::placeRankThreads(rank, c->backend->pciBusId(c->cudaDev)).cpus;
-  NCCLCHECK(topo::selectInterfaces(&ifs, 1, &why, rendezvous.len != 0 ? &rendezvous : nullptr));
+  const std::string gpuBusId = c->backend->pciBusId(c->cudaDev);
+  const topo::ThreadPlacement placement = topo::placeRankThreads(rank, gpuBusId);
+  c->helperCpus = placement.cpus;
+  c->locality = topo::RankLocality{gpuBusId, placement.numa};
+  // Every interface the rules admit, then the one closest to the rank's GPU or NUMA node.
+  NCCLCHECK(topo::selectInterfaces(&ifs, kMaxNicCandidates, &why, rendezvous.len != 0 ? &rendezvous : nullptr));
+  if (ifs.size() > 1) {
+    std::vector<topo::NicCandidate> nics;
+    for (const topo::NetIf& nif : ifs) nics.push_back({nif.name, topo::busIdOfInterface(nif.name)});
+    const topo::HwTopology* hw = topo::processHwTopology();
+    topo::NicPick pick = hw ? topo::chooseClosestNic(*hw, c->locality, nics) : topo::NicPick{0, "no topology"};
+    INFO(kSubsysNet | kSubsysInit, "rank %d: NIC %s of %zu candidates: %s", rank, ifs[pick.index].name.c_str(),
+         ifs.size(), pick.why.c_str());
+    std::swap(ifs[0], ifs[pick.index]);
+  }
   INFO(kSubsysNet | kSubsysInit, "rank %d: data interface %s (%s): %s", rank, ifs[0].name.c_str(),
        ifs[0].addr.str().c_str(), why.c_str());
   NCCLCHECK(Bootstrap::init(id, rank, nranks, &c->abortFlag, &c->bootstrap));

@@ -171,6 +171,18 @@ INSTANTIATE_TEST_SUITE_P(
                       true,
                       {"NET/Plugin: libnccl-net-nosuchnet.so not found", "(ncclNetPlugin_v8)",
                        "NET/TestTCP: net plugin TestTCP"}},
+        // Two devices on the topology of tests/unit/data/two_numa_gpu_nic.xml: device 0 behind
+        // NUMA node 1's NIC, device 1 behind node 0's. This machine's CPUs are node 0's there,
+        // so a host rank must take device 1.
+        SelectionCase{"DeviceClosestToTheRanksNumaNode",
+                      {"NCCL_NET_PLUGIN=@PLUGIN_v11", "NCCL_NET=TestTCP",
+                       "NCCL_TOPO_FILE=" ACCL_TEST_DATA_DIR "/two_numa_gpu_nic.xml",
+                       "TCPNET_PCI_PATHS=/sys/devices/pci0000:20/0000:20:00.0/0000:22:00.0;"
+                       "/sys/devices/pci0000:10/0000:10:00.0/0000:12:00.0"},
+                      true,
+                      {"net plugin TestTCP from", ", device 1 (",
+                       "is device 1 of 2: closest to the rank's NUMA node 0: ", " (0000:12:00.0) on NUMA node 0; others: ",
+                       " (0000:22:00.0) on NUMA node 1 (distance 21)"}},
         SelectionCase{"UnknownNcclNetIsAnError",
                       {"NCCL_NET=Foo"},
                       false,

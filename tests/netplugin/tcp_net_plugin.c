@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -63,6 +64,28 @@ struct listen_comm {
 static struct sockaddr_in devAddr;
 static char devName[IF_NAMESIZE + 1] = "lo";
 
+/* TCPNET_PCI_PATHS="path0;path1;...": that many devices (at most 4), all on the same TCP
+   address, each reporting its path as pciPath, so a host's choice among NICs can be tested. */
+#define TCPNET_MAX_DEVS 4
+static int ndevs = 1;
+static char pciPaths[TCPNET_MAX_DEVS][256];
+
+static void readPciPaths(void) {
+  const char* list = getenv("TCPNET_PCI_PATHS");
+  ndevs = 1;
+  pciPaths[0][0] = '\0';
+  if (!list || !*list) return;
+  ndevs = 0;
+  while (*list && ndevs < TCPNET_MAX_DEVS) {
+    size_t len = strcspn(list, ";");
+    snprintf(pciPaths[ndevs++], sizeof(pciPaths[0]), "%.*s", (int)len, list);
+    list += len;
+    if (*list == ';') list++;
+  }
+}
+
+static int validDev(int dev) { return dev >= 0 && dev < ndevs; }
+
 static int envIs(const char* name) {
   const char* v = getenv(name);
   return v && strcmp(v, "1") == 0;
@@ -92,19 +115,20 @@ static ncclResult_t tcpInit(ncclDebugLogger_t log) {
     return ncclSystemError;
   }
   pickDevice();
+  readPciPaths();
   LOG(NCCL_LOG_INFO, "TestTCP: device 0 is %s (%s)", devName, inet_ntoa(devAddr.sin_addr));
   return ncclSuccess;
 }
 
 static ncclResult_t tcpDevices(int* ndev) {
-  *ndev = envIs("TCPNET_NO_DEVICE") ? 0 : 1;
+  *ndev = envIs("TCPNET_NO_DEVICE") ? 0 : ndevs;
   return ncclSuccess;
 }
 
-static void fillCommonProps(char** name, char** pciPath, uint64_t* guid, int* ptrSupport, int* speed, int* port,
+static void fillCommonProps(int dev, char** name, char** pciPath, uint64_t* guid, int* ptrSupport, int* speed, int* port,
                             float* latency, int* maxComms, int* maxRecvs) {
   *name = devName;
-  *pciPath = NULL;
+  *pciPath = pciPaths[dev][0] ? pciPaths[dev] : NULL;
   *guid = 0x7c9;
   *ptrSupport = NCCL_PTR_HOST;
   *speed = 10000;
@@ -125,7 +149,7 @@ static ncclResult_t tcpListen(int dev, void* opaque, void** listenComm) {
   socklen_t len = sizeof(addr);
   struct listen_comm* lc;
   int fd;
-  if (dev != 0) return ncclInvalidArgument;
+  if (!validDev(dev)) return ncclInvalidArgument;
   fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return ncclSystemError;
   addr.sin_port = 0;
@@ -165,7 +189,7 @@ static ncclResult_t tcpConnect(int dev, void* opaque, void** sendComm) {
   struct handle* h = (struct handle*)opaque;
   int fd;
   *sendComm = NULL;
-  if (dev != 0 || h->magic != TCPNET_MAGIC) return ncclInvalidArgument;
+  if (!validDev(dev) || h->magic != TCPNET_MAGIC) return ncclInvalidArgument;
   fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return ncclSystemError;
   if (connect(fd, (struct sockaddr*)&h->addr, sizeof(h->addr)) != 0) {
@@ -340,8 +364,8 @@ static ncclResult_t tcpIrecvConsumed(void* recvComm, int n, void* request) {
 
 #ifdef TCPNET_V6
 static ncclResult_t getPropsV6(int dev, ncclNetProperties_v6_t* p) {
-  if (dev != 0) return ncclInvalidArgument;
-  fillCommonProps(&p->name, &p->pciPath, &p->guid, &p->ptrSupport, &p->speed, &p->port, &p->latency, &p->maxComms,
+  if (!validDev(dev)) return ncclInvalidArgument;
+  fillCommonProps(dev, &p->name, &p->pciPath, &p->guid, &p->ptrSupport, &p->speed, &p->port, &p->latency, &p->maxComms,
                   &p->maxRecvs);
   return ncclSuccess;
 }
@@ -352,9 +376,9 @@ __attribute__((visibility("default"))) const ncclNet_v6_t ncclNetPlugin_v6 = {
 
 #ifdef TCPNET_V8
 static ncclResult_t getPropsV8(int dev, ncclNetProperties_v8_t* p) {
-  if (dev != 0) return ncclInvalidArgument;
+  if (!validDev(dev)) return ncclInvalidArgument;
   memset(p, 0, sizeof(*p));
-  fillCommonProps(&p->name, &p->pciPath, &p->guid, &p->ptrSupport, &p->speed, &p->port, &p->latency, &p->maxComms,
+  fillCommonProps(dev, &p->name, &p->pciPath, &p->guid, &p->ptrSupport, &p->speed, &p->port, &p->latency, &p->maxComms,
                   &p->maxRecvs);
   p->netDeviceType = NCCL_NET_DEVICE_HOST;
   return ncclSuccess;
@@ -396,9 +420,9 @@ static ncclResult_t finalizeV11(void* ctx) {
   return ncclSuccess;
 }
 static ncclResult_t getPropsV11(int dev, ncclNetProperties_v11_t* p) {
-  if (dev != 0) return ncclInvalidArgument;
+  if (!validDev(dev)) return ncclInvalidArgument;
   memset(p, 0, sizeof(*p));
-  fillCommonProps(&p->name, &p->pciPath, &p->guid, &p->ptrSupport, &p->speed, &p->port, &p->latency, &p->maxComms,
+  fillCommonProps(dev, &p->name, &p->pciPath, &p->guid, &p->ptrSupport, &p->speed, &p->port, &p->latency, &p->maxComms,
                   &p->maxRecvs);
   p->netDeviceType = NCCL_NET_DEVICE_HOST;
   p->maxP2pBytes = NCCL_MAX_NET_SIZE_BYTES;

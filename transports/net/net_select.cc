@@ -8,6 +8,8 @@
 #include "base/check.h"
 #include "base/param.h"
 #include "transports/ib/ib_devices.h"
+#include "topo/nic_choice.h"
+#include "topo/thread_placement.h"
 #include "transports/plugin/plugin_net.h"
 
 namespace accl::net {
@@ -19,11 +21,11 @@ constexpr const char* kInternalSocket = "Socket";
 // init() runs once per module and process; its verdict is remembered for later communicators.
 struct ModuleState {
   bool probed = false;
-  std::string unusable;  // empty: usable
-  int dev = 0;
+  std::string unusable;   // empty: usable
+  std::vector<int> devs;  // the devices that can send host memory
 };
 
-std::string probe(NetModule* m, int* dev) {
+std::string probe(NetModule* m, std::vector<int>* devs) {
   ncclResult_t res = m->init();
   if (res != ncclSuccess) return "its init failed (error " + std::to_string(res) + ")";
   int ndev = 0;
@@ -33,11 +35,9 @@ std::string probe(NetModule* m, int* dev) {
   for (int d = 0; d < ndev; d++) {
     NetProps props;
     if (m->getProperties(d, &props) != ncclSuccess) continue;
-    if (props.ptrSupport & kPtrHost) {
-      *dev = d;
-      return "";
-    }
+    if (props.ptrSupport & kPtrHost) devs->push_back(d);
   }
+  if (!devs->empty()) return "";
   return "none of its " + std::to_string(ndev) + " devices supports host memory (NCCL_PTR_HOST)";
 }
 
@@ -47,7 +47,7 @@ const ModuleState& stateOf(NetModule* m) {
   std::lock_guard<std::mutex> lk(mu);
   ModuleState& s = states[m];
   if (!s.probed) {
-    s.unusable = probe(m, &s.dev);
+    s.unusable = probe(m, &s.devs);
     s.probed = true;
     if (!s.unusable.empty())
       WARN("NET/Plugin: %s from %s is not used: %s", m->name(), m->origin().c_str(), s.unusable.c_str());
@@ -92,7 +92,23 @@ NetCommState::~NetCommState() {
   if (module) module->closeContext(ctx);
 }
 
-ncclResult_t chooseNetModule(const std::string& netName, NetChoice* choice) {
+// Of a module's host-memory devices, the one closest to the rank (by their pciPath or name).
+int closestDevice(NetModule* m, const std::vector<int>& devs, const topo::RankLocality* where, std::string* why) {
+  if (devs.size() == 1) return devs[0];
+  const topo::HwTopology* hw = topo::processHwTopology();
+  std::vector<topo::NicCandidate> nics;
+  for (int d : devs) {
+    NetProps props;
+    m->getProperties(d, &props);
+    nics.push_back({props.name, topo::busIdOfPciPath(props.pciPath)});
+  }
+  topo::NicPick pick = hw && where ? topo::chooseClosestNic(*hw, *where, nics)
+                                   : topo::NicPick{0, "no topology: kept the first device"};
+  *why = "device " + std::to_string(devs[pick.index]) + " of " + std::to_string(devs.size()) + ": " + pick.why;
+  return devs[pick.index];
+}
+
+ncclResult_t chooseNetModule(const std::string& netName, const topo::RankLocality* where, NetChoice* choice) {
   std::string skipped, names;
   for (NetModule* m : externalNetModules()) {
     names += std::string(names.empty() ? "" : ", ") + m->name();
@@ -111,11 +127,14 @@ ncclResult_t chooseNetModule(const std::string& netName, NetChoice* choice) {
       continue;
     }
     choice->module = m;
-    choice->dev = s.dev;
+    std::string nicWhy;
+    choice->dev = closestDevice(m, s.devs, where, &nicWhy);
     NetProps props;
-    m->getProperties(s.dev, &props);
+    m->getProperties(choice->dev, &props);
     choice->why = std::string("net plugin ") + m->name() + " from " + m->origin() + ", device " +
-                  std::to_string(s.dev) + " (" + props.name + ", " + std::to_string(props.speedMbps) + " Mbit/s)";
+                  std::to_string(choice->dev) + " (" + props.name + ", " + std::to_string(props.speedMbps) +
+                  " Mbit/s)";
+    if (!nicWhy.empty()) choice->why += "; NIC " + props.name + " is " + nicWhy;
     if (!skipped.empty()) choice->why += "; skipped " + skipped;
     return ncclSuccess;
   }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include "topo/nic_choice.h"
 #include "transports/setup.h"
 #include "transports/net/net_connection.h"
 #include "transports/net/net_module.h"
@@ -21,8 +22,9 @@ struct NetChoice {
 };
 
 // `netName`: NCCL_NET / config.netName, empty for "any". Fails (with a WARN naming the
-// modules there are) when the name matches no usable module.
-ncclResult_t chooseNetModule(const std::string& netName, NetChoice* choice);
+// modules there are) when the name matches no usable module. Of a plugin's host-memory
+// devices, the one closest to `where` (the rank's GPU or NUMA node; null: unknown) is used.
+ncclResult_t chooseNetModule(const std::string& netName, const topo::RankLocality* where, NetChoice* choice);
 
 // Per communicator state of a plugin module: its context and progress thread.
 struct NetCommState {

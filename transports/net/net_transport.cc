@@ -27,7 +27,7 @@ ncclResult_t NetTransport::publish(TransportSetup& ctx, PeerInfo* me) {
 ncclResult_t NetTransport::setup(TransportSetup& ctx, const std::vector<int>& peers) {
   if (peers.empty()) return ncclSuccess;
   net::NetChoice choice;
-  NCCLCHECK(net::chooseNetModule(ctx.netName, &choice));
+  NCCLCHECK(net::chooseNetModule(ctx.netName, ctx.locality, &choice));
   INFO(kSubsysInit | kSubsysNet, "rank %d: NET/%s: %s", ctx.rank, choice.module ? choice.module->name() : "Socket",
        choice.why.c_str());
   if (choice.module) return net::connectNetPeers(ctx, choice, peers, &plugin_);
