@@ -29,6 +29,11 @@ BufferMode decideBufferMode(BufferRequest request, const BufferFacts& facts) {
     hostWhy = facts.driverWhy.empty() ? "no CUDA driver" : facts.driverWhy;
   } else if (facts.deviceCount <= 0) {
     hostWhy = "no CUDA device visible";
+  } else if (facts.probeFailed) {
+    m.why = "unknown";
+    m.error = "cannot tell whether the library's ncclMemAlloc gives device or host memory: " + facts.probeWhy +
+              " (--host runs on host memory)";
+    return m;
   } else if (!facts.probed || !facts.libraryGivesDeviceMemory) {
     hostWhy = "the library's ncclMemAlloc gives host memory, so it runs its host backend" +
               (facts.probeWhy.empty() ? std::string() : " (" + facts.probeWhy + ")") +

@@ -21,16 +21,21 @@ struct BufferFacts {
   int deviceCount = 0;
   bool probed = false;         // ncclMemAlloc was tried on a device
   bool libraryGivesDeviceMemory = false;  // ... and returned device memory
+  bool probeFailed = false;    // ... but could not tell (no context, ncclMemAlloc failed)
   std::string probeWhy;        // what the probe found, when it did not give device memory
 };
 
 struct BufferMode {
   bool device = false;
   std::string why;    // the "# Buffers: ..." line's text after the colon
-  std::string error;  // non-empty: --device was asked for and cannot be had (the run stops)
+  // Non-empty: the run stops. --device cannot be had, or the probe failed: then where
+  // ncclMemAlloc puts memory is unknown, and host mode could write into device memory.
+  std::string error;
 };
 
 // Whether the facts are worth gathering at all (no driver load for --host or ACCL_BACKEND=host).
+// --host also sets ACCL_BACKEND=host for the library (chooseBufferMode), so that its
+// ncclMemAlloc hands out host memory.
 bool wantsDriver(BufferRequest request, const std::string& backendSetting);
 BufferMode decideBufferMode(BufferRequest request, const BufferFacts& facts);
 

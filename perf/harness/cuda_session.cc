@@ -78,7 +78,8 @@ bool CudaSession::pciId(int device, unsigned* domain, unsigned* bus, unsigned* s
   return std::sscanf(busId, "%x:%x:%x", domain, bus, slot) == 3;
 }
 
-bool CudaSession::libraryGivesDeviceMemory(int device, std::string* why) {
+bool CudaSession::libraryGivesDeviceMemory(int device, std::string* why, bool* failed) {
+  *failed = true;
   if (const CUresult r = makeCurrent(device); r != kSuccess) {
     *why = "cannot make device " + std::to_string(device) + " current: " + cudaErrorText(*this, r);
     return false;
@@ -88,6 +89,7 @@ bool CudaSession::libraryGivesDeviceMemory(int device, std::string* why) {
     *why = std::string("ncclMemAlloc failed: ") + ncclGetErrorString(r);
     return false;
   }
+  *failed = false;
   const dev::cuda::PointerInfo info = dev::cuda::pointerInfo(api_, p);
   ncclMemFree(p);
   if (info.kind == dev::cuda::PointerKind::Device) return true;
@@ -100,14 +102,19 @@ BufferMode chooseBufferMode(BufferRequest request, int probeDevice, std::unique_
   const char* backend = std::getenv("ACCL_BACKEND");
   facts.backendSetting = backend ? backend : "";
   session->reset();
+  if (request == BufferRequest::kHost && facts.backendSetting != "host") {
+    // Before the library's first call: it decides its backend once, at the first
+    // communicator or ncclMemAlloc. Under its CUDA backend ncclMemAlloc is device memory.
+    setenv("ACCL_BACKEND", "host", 1);
+  }
   if (wantsDriver(request, facts.backendSetting)) {
     *session = CudaSession::open(&facts.driverWhy);
     facts.driverLoaded = *session != nullptr;
     if (*session) facts.deviceCount = (*session)->deviceCount();
     if (facts.deviceCount > 0) {
       facts.probed = true;
-      facts.libraryGivesDeviceMemory =
-          (*session)->libraryGivesDeviceMemory(probeDevice % facts.deviceCount, &facts.probeWhy);
+      facts.libraryGivesDeviceMemory = (*session)->libraryGivesDeviceMemory(probeDevice % facts.deviceCount,
+                                                                            &facts.probeWhy, &facts.probeFailed);
     }
   }
   BufferMode mode = decideBufferMode(request, facts);

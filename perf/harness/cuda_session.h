@@ -32,8 +32,9 @@ class CudaSession {
   // "0000:19:00.0" split into its parts; false when the driver cannot say.
   bool pciId(int device, unsigned* domain, unsigned* bus, unsigned* slot) const;
   // Allocates one small block with the library's ncclMemAlloc on `device` and asks the driver
-  // what it is: true for device memory; else *why says what was found.
-  bool libraryGivesDeviceMemory(int device, std::string* why);
+  // what it is: true for device memory; else *why says what was found, and *failed is set
+  // when the probe itself could not run.
+  bool libraryGivesDeviceMemory(int device, std::string* why, bool* failed);
 
  private:
   CudaSession(const dev::cuda::DriverApi& api, int deviceCount);

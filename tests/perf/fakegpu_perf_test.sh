@@ -16,8 +16,8 @@ if [ ! -e "$2/libcuda.so.1" ]; then
   exit 77
 fi
 init=$(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT timeout 60 "$bin/all_reduce_perf" -b 8 -e 8 -n 1 -w 0 -c 0 2>&1)
-if echo "$init" | grep -q "has no CUDA backend"; then
-  echo "SKIP: the fake driver loads but this build of ACCL has no CUDA backend yet:"
+if echo "$init" | grep -qE "has no CUDA (backend|kernels)"; then
+  echo "SKIP: the fake driver loads but this build of ACCL cannot run on it:"
   echo "$init" | grep -m1 "backend"
   exit 77
 fi
@@ -60,6 +60,14 @@ expect "reduce_scatter -g 2 -y 1 (NULL stream = the default stream)" 0 \
   "$bin/reduce_scatter_perf" --device -g 2 -y 1 -b 1K -e 64K -f 8 -c 1 -n 2
 expect "all_reduce accl-run -np 2 (processes on one device)" 0 \
   "$bin/accl-run" -np 2 "$bin/all_reduce_perf" --device -g 1 -b 8 -e 256K -f 32 -c 1 -n 2
+# --host on a machine with a (fake) GPU: the library keeps its host backend, buffers are host memory.
+out=$(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT timeout 60 "$bin/all_reduce_perf" --host -g 2 -b 8 -e 64K -f 8 -c 1 -n 2 2>&1)
+if [ $? -eq 0 ] && echo "$out" | grep -q "^# Buffers: host memory" && echo "$out" | grep -q "ACCL_BACKEND=host" &&
+   echo "$out" | grep -q "Out of bounds values : 0 OK"; then
+  echo "ok   --host keeps host buffers and the host backend"
+else
+  echo "FAIL --host:"; echo "$out" | sed 's/^/    /'; failures=$((failures + 1))
+fi
 # A flipped byte in the downloaded result must be counted: the check reads device results.
 expect "a corrupted result is caught (exit 7)" 7 \
   env ACCL_PERF_CORRUPT=1 "$bin/all_reduce_perf" --device -g 2 -b 1K -e 1K -c 1 -n 1

@@ -183,6 +183,13 @@ class PerfRun(unittest.TestCase):
                                dict(env, ACCL_PERF_DEVICE="1" if not how else "0"))
             self.assertEqual(rc, 2, out + err)
             self.assertIn("cannot be honoured: ACCL_BACKEND=host", err)
+        # --host keeps the library on its host backend too (ncclMemAlloc must give host memory).
+        log = os.path.join(self.tmp, "init.log")
+        rc, out, err = run([self.binary("all_reduce_perf"), "--host", "-b", "8", "-e", "64", "-n", "1"],
+                           {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT", "NCCL_DEBUG_FILE": log})
+        self.check_run(rc, out, err, 1, "all_reduce_perf")
+        with open(log) as f:
+            self.assertIn("host backend (ACCL_BACKEND=host)", f.read())
 
     def test_accl_run_launches_processes_without_mpi(self):
         js = os.path.join(self.tmp, "procs.json")

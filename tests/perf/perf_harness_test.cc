@@ -208,6 +208,17 @@ TEST(PerfBufferMode, DeviceMemoryOnlyWhenTheLibraryHandsItOut) {
       EXPECT_NE(m.error.find(c.reason), std::string::npos) << m.error;
     }
   }
+  // A probe that could not run leaves the memory kind unknown: the run stops, whatever was asked.
+  BufferFacts probeFailed = gpu;
+  probeFailed.libraryGivesDeviceMemory = false;
+  probeFailed.probeFailed = true;
+  probeFailed.probeWhy = "ncclMemAlloc failed: unhandled cuda error";
+  for (BufferRequest r : {BufferRequest::kAuto, BufferRequest::kDevice}) {
+    const BufferMode m = decideBufferMode(r, probeFailed);
+    EXPECT_FALSE(m.device);
+    EXPECT_NE(m.error.find("ncclMemAlloc failed: unhandled cuda error"), std::string::npos) << m.error;
+  }
+  EXPECT_TRUE(decideBufferMode(BufferRequest::kHost, probeFailed).error.empty());
   EXPECT_FALSE(wantsDriver(BufferRequest::kHost, ""));
   EXPECT_FALSE(wantsDriver(BufferRequest::kAuto, "host"));
   EXPECT_TRUE(wantsDriver(BufferRequest::kAuto, "auto"));
