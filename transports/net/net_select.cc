@@ -18,13 +18,6 @@ namespace {
 constexpr int kHandleTag = 0x4e455448;  // "NETH": net handles swapped at init
 constexpr const char* kInternalSocket = "Socket";
 
-// init() runs once per module and process; its verdict is remembered for later communicators.
-struct ModuleState {
-  bool probed = false;
-  std::string unusable;   // empty: usable
-  std::vector<int> devs;  // the devices that can send host memory
-};
-
 std::string probe(NetModule* m, std::vector<int>* devs) {
   ncclResult_t res = m->init();
   if (res != ncclSuccess) return "its init failed (error " + std::to_string(res) + ")";
@@ -41,11 +34,10 @@ std::string probe(NetModule* m, std::vector<int>* devs) {
   return "none of its " + std::to_string(ndev) + " devices supports host memory (NCCL_PTR_HOST)";
 }
 
-const ModuleState& stateOf(NetModule* m) {
-  static std::mutex mu;
-  static std::map<NetModule*, ModuleState> states;
-  std::lock_guard<std::mutex> lk(mu);
-  ModuleState& s = states[m];
+// init() runs once per load of a library; its verdict stays with the loaded library.
+const PluginVerdict& verdictOf(const LoadedNetPlugin& p) {
+  NetModule* m = p.module;
+  PluginVerdict& s = *p.verdict;
   if (!s.probed) {
     s.unusable = probe(m, &s.devs);
     s.probed = true;
@@ -90,6 +82,7 @@ const std::string& ibFallbackReason() {
 NetCommState::~NetCommState() {
   worker.reset();
   if (module) module->closeContext(ctx);
+  hold.reset();  // last: may unload the library whose code the lines above ran
 }
 
 // Of a module's host-memory devices, the one closest to the rank (by their pciPath or name).
@@ -110,34 +103,45 @@ int closestDevice(NetModule* m, const std::vector<int>& devs, const topo::RankLo
 
 ncclResult_t chooseNetModule(const std::string& netName, const topo::RankLocality* where, NetChoice* choice) {
   std::string skipped, names;
-  for (NetModule* m : externalNetModules()) {
-    names += std::string(names.empty() ? "" : ", ") + m->name();
-    if (!netName.empty() && strcasecmp(netName.c_str(), m->name()) != 0) {
-      skipped += std::string(skipped.empty() ? "" : "; ") + m->name() + ": not NCCL_NET=" + netName;
-      continue;
-    }
-    const ModuleState& s = stateOf(m);
-    if (!s.unusable.empty()) {
-      if (!netName.empty()) {
-        WARN("NCCL_NET=%s: the net plugin %s (%s) cannot be used: %s", netName.c_str(), m->name(),
-             m->origin().c_str(), s.unusable.c_str());
-        return ncclSystemError;
-      }
-      skipped += std::string(skipped.empty() ? "" : "; ") + m->name() + ": " + s.unusable;
-      continue;
-    }
-    choice->module = m;
-    std::string nicWhy;
-    choice->dev = closestDevice(m, s.devs, where, &nicWhy);
-    NetProps props;
-    m->getProperties(choice->dev, &props);
-    choice->why = std::string("net plugin ") + m->name() + " from " + m->origin() + ", device " +
-                  std::to_string(choice->dev) + " (" + props.name + ", " + std::to_string(props.speedMbps) +
-                  " Mbit/s)";
-    if (!nicWhy.empty()) choice->why += "; NIC " + props.name + " is " + nicWhy;
-    if (!skipped.empty()) choice->why += "; skipped " + skipped;
-    return ncclSuccess;
-  }
+  ncclResult_t failure = ncclSuccess;
+  // Under the plugin table's lock: the chosen library gets a hold before anyone can unload it.
+  NCCLCHECK(chooseNetPlugin(
+      [&](const std::vector<LoadedNetPlugin>& plugins) {
+        for (size_t i = 0; i < plugins.size(); i++) {
+          NetModule* m = plugins[i].module;
+          names += std::string(names.empty() ? "" : ", ") + m->name();
+          if (!netName.empty() && strcasecmp(netName.c_str(), m->name()) != 0) {
+            skipped += std::string(skipped.empty() ? "" : "; ") + m->name() + ": not NCCL_NET=" + netName;
+            continue;
+          }
+          const PluginVerdict& s = verdictOf(plugins[i]);
+          if (!s.unusable.empty()) {
+            if (!netName.empty()) {
+              WARN("NCCL_NET=%s: the net plugin %s (%s) cannot be used: %s", netName.c_str(), m->name(),
+                   m->origin().c_str(), s.unusable.c_str());
+              failure = ncclSystemError;
+              return -1;
+            }
+            skipped += std::string(skipped.empty() ? "" : "; ") + m->name() + ": " + s.unusable;
+            continue;
+          }
+          choice->module = m;
+          std::string nicWhy;
+          choice->dev = closestDevice(m, s.devs, where, &nicWhy);
+          NetProps props;
+          m->getProperties(choice->dev, &props);
+          choice->why = std::string("net plugin ") + m->name() + " from " + m->origin() + ", device " +
+                        std::to_string(choice->dev) + " (" + props.name + ", " + std::to_string(props.speedMbps) +
+                        " Mbit/s)";
+          if (!nicWhy.empty()) choice->why += "; NIC " + props.name + " is " + nicWhy;
+          if (!skipped.empty()) choice->why += "; skipped " + skipped;
+          return static_cast<int>(i);
+        }
+        return -1;
+      },
+      &choice->hold));
+  if (failure != ncclSuccess) return failure;
+  if (choice->module) return ncclSuccess;
   // The internal IB module comes next in NCCL's order. Only its discovery exists: it says, in
   // one INFO line per process, why traffic goes over sockets instead.
   const bool wantIb = !netName.empty() && strcasecmp(netName.c_str(), "IB") == 0;
@@ -157,10 +161,11 @@ ncclResult_t chooseNetModule(const std::string& netName, const topo::RankLocalit
   return ncclSuccess;
 }
 
-ncclResult_t connectNetPeers(const TransportSetup& c, const NetChoice& choice, const std::vector<int>& peers,
+ncclResult_t connectNetPeers(const TransportSetup& c, NetChoice& choice, const std::vector<int>& peers,
                              std::unique_ptr<NetCommState>* out) {
   NetModule* m = choice.module;
   auto state = std::make_unique<NetCommState>();
+  state->hold = std::move(choice.hold);
   NCCLCHECK(m->openContext(c.nonce, &state->ctx));
   state->module = m;
   state->worker = makeNetWorker(c.bell, c.rank, c.helperCpus ? *c.helperCpus : topo::CpuMask());

@@ -12,6 +12,7 @@
 #include "transports/setup.h"
 #include "transports/net/net_connection.h"
 #include "transports/net/net_module.h"
+#include "transports/plugin/plugin_net.h"
 
 namespace accl::net {
 
@@ -19,6 +20,7 @@ struct NetChoice {
   NetModule* module = nullptr;  // nullptr: the internal socket transport (native byte ring)
   int dev = 0;
   std::string why;  // for the INFO line
+  std::unique_ptr<NetPluginHold> hold;  // keeps the module's library loaded
 };
 
 // `netName`: NCCL_NET / config.netName, empty for "any". Fails (with a WARN naming the
@@ -26,11 +28,13 @@ struct NetChoice {
 // devices, the one closest to `where` (the rank's GPU or NUMA node; null: unknown) is used.
 ncclResult_t chooseNetModule(const std::string& netName, const topo::RankLocality* where, NetChoice* choice);
 
-// Per communicator state of a plugin module: its context and progress thread.
+// Per communicator state of a plugin module: its context, progress thread and its hold on
+// the library (released last, so the library outlives every call into it).
 struct NetCommState {
   NetModule* module = nullptr;
   void* ctx = nullptr;
   std::shared_ptr<NetWorker> worker;
+  std::unique_ptr<NetPluginHold> hold;
   ~NetCommState();
 };
 
@@ -38,7 +42,7 @@ struct NetCommState {
 // swapped over the bootstrap, then non-blocking connect/accept until all are up (bounded by
 // ACCL_SOCKET_CONNECT_TIMEOUT_MSEC; every peer that is still missing is named).
 // The module's per-communicator state goes to *state (keep it until the connections are gone).
-ncclResult_t connectNetPeers(const TransportSetup& c, const NetChoice& choice, const std::vector<int>& peers,
+ncclResult_t connectNetPeers(const TransportSetup& c, NetChoice& choice, const std::vector<int>& peers,
                              std::unique_ptr<NetCommState>* state);
 
 }  // namespace accl::net

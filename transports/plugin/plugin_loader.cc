@@ -1,4 +1,5 @@
-// plugin_loader.cc: finding net plugin libraries (NCCL_NET_PLUGIN) and their newest ABI symbol.
+// plugin_loader.cc: finding net plugin libraries (NCCL_NET_PLUGIN), their newest ABI symbol,
+// and keeping each loaded exactly while communicators use it (see plugin_net.h).
 #include <dlfcn.h>
 #include <strings.h>
 #include <mutex>
@@ -17,11 +18,27 @@ struct DlCloser {
   }
 };
 
-struct LoadedPlugins {
-  std::vector<std::unique_ptr<void, DlCloser>> libs;
-  std::vector<std::unique_ptr<NetModule>> owned;
-  std::vector<NetModule*> modules;
+// One NCCL_NET_PLUGIN entry.
+struct Entry {
+  enum class State { NotLoaded, Loaded, NotFound };
+  std::string name;
+  State state = State::NotLoaded;
+  std::unique_ptr<void, DlCloser> lib;  // declared before module: the module goes first
+  std::unique_ptr<NetModule> module;
+  PluginVerdict verdict;
+  int refs = 0;
 };
+
+struct Table {
+  std::mutex mu;
+  bool listed = false;
+  std::vector<Entry> entries;
+};
+
+Table& table() {
+  static Table* t = new Table;  // holds may be released by threads still running at exit
+  return *t;
+}
 
 bool isLibSo(const std::string& name) {
   return name.size() > 6 && name.compare(0, 3, "lib") == 0 && name.compare(name.size() - 3, 3, ".so") == 0;
@@ -51,24 +68,29 @@ void* openLibrary(const std::string& entry, std::string* file) {
   return nullptr;
 }
 
-void loadEntry(const std::string& entry, LoadedPlugins* out) {
+void load(Entry* e) {
   std::string file;
-  void* h = openLibrary(entry, &file);
-  if (!h) return;
+  void* h = openLibrary(e->name, &file);
+  if (!h) {
+    e->state = Entry::State::NotFound;
+    return;
+  }
   std::unique_ptr<void, DlCloser> lib(h);
   for (int v = 11; v >= 6; v--) {
     std::string sym = "ncclNetPlugin_v" + std::to_string(v);
-    const void* table = dlsym(h, sym.c_str());
-    if (!table) continue;
-    auto module = adaptNetPlugin(table, v, file);
-    INFO(kSubsysInit | kSubsysNet, "NET/Plugin: loaded %s from %s (%s)", module->name(), file.c_str(), sym.c_str());
-    out->modules.push_back(module.get());
-    out->owned.push_back(std::move(module));
-    out->libs.push_back(std::move(lib));
+    const void* t = dlsym(h, sym.c_str());
+    if (!t) continue;
+    e->module = adaptNetPlugin(t, v, file);
+    e->lib = std::move(lib);
+    e->verdict = PluginVerdict{};
+    e->refs = static_cast<int>(param::netPluginRefCount());
+    e->state = Entry::State::Loaded;
+    INFO(kSubsysInit | kSubsysNet, "NET/Plugin: loaded %s from %s (%s)", e->module->name(), file.c_str(), sym.c_str());
     return;
   }
   INFO(kSubsysInit | kSubsysNet, "NET/Plugin: %s exports no ncclNetPlugin_v11..v6 symbol: unsupported, skipped",
        file.c_str());
+  e->state = Entry::State::NotFound;
 }
 
 std::vector<std::string> pluginEntries() {
@@ -94,19 +116,71 @@ std::vector<std::string> pluginEntries() {
   return entries;
 }
 
+class Hold final : public NetPluginHold {
+ public:
+  explicit Hold(Entry* e) : entry_(e) {}
+  ~Hold() override {
+    Table& t = table();
+    std::lock_guard<std::mutex> lk(t.mu);
+    if (--entry_->refs > 0) return;
+    // The last communicator using it is gone: finalize (the module's destructor), dlclose.
+    INFO(kSubsysInit | kSubsysNet, "NET/Plugin: unloading %s (%s): no communicator uses it any more",
+         entry_->module->name(), entry_->module->origin().c_str());
+    entry_->module.reset();
+    entry_->lib.reset();
+    entry_->verdict = PluginVerdict{};
+    entry_->state = Entry::State::NotLoaded;
+  }
+
+ private:
+  Entry* entry_;  // entries never move once listed
+};
+
 }  // namespace
 
-const std::vector<NetModule*>& externalNetModules() {
-  // Loaded once and kept for the life of the process: a library's code may still run in
-  // threads of a finalizing communicator, and reloading per communicator costs dlopen.
-  static LoadedPlugins* loaded = [] {
-    auto* l = new LoadedPlugins;
-    std::vector<std::string> entries = pluginEntries();
-    if (entries.empty()) INFO(kSubsysInit | kSubsysNet, "NET/Plugin: NCCL_NET_PLUGIN=none: no external plugin");
-    for (const std::string& e : entries) loadEntry(e, l);
-    return l;
-  }();
-  return loaded->modules;
+ncclResult_t chooseNetPlugin(const std::function<int(const std::vector<LoadedNetPlugin>&)>& choose,
+                             std::unique_ptr<NetPluginHold>* hold) {
+  Table& t = table();
+  std::lock_guard<std::mutex> lk(t.mu);
+  if (!t.listed) {
+    std::vector<std::string> names = pluginEntries();
+    if (names.empty()) INFO(kSubsysInit | kSubsysNet, "NET/Plugin: NCCL_NET_PLUGIN=none: no external plugin");
+    t.entries.resize(names.size());
+    for (size_t i = 0; i < names.size(); i++) t.entries[i].name = names[i];
+    t.listed = true;
+  }
+  std::vector<LoadedNetPlugin> loaded;
+  std::vector<Entry*> owners;
+  for (Entry& e : t.entries) {
+    if (e.state == Entry::State::NotLoaded) load(&e);
+    if (e.state != Entry::State::Loaded) continue;
+    loaded.push_back({e.module.get(), &e.verdict});
+    owners.push_back(&e);
+  }
+  int chosen = choose(loaded);
+  if (chosen < 0 || chosen >= static_cast<int>(owners.size())) {
+    hold->reset();
+    return ncclSuccess;
+  }
+  owners[chosen]->refs++;
+  *hold = std::make_unique<Hold>(owners[chosen]);
+  return ncclSuccess;
+}
+
+int loadedNetPluginCount() {
+  Table& t = table();
+  std::lock_guard<std::mutex> lk(t.mu);
+  int n = 0;
+  for (const Entry& e : t.entries) n += e.state == Entry::State::Loaded;
+  return n;
+}
+
+int netPluginHoldCount() {
+  Table& t = table();
+  std::lock_guard<std::mutex> lk(t.mu);
+  int n = 0;
+  for (const Entry& e : t.entries) n += e.state == Entry::State::Loaded ? e.refs : 0;
+  return n;
 }
 
 }  // namespace accl::net
