@@ -60,6 +60,20 @@ void describeDevices(Job& job) {
                 "use --host or --device on all of them", __FILE__, __LINE__);
 }
 
+// -y 1 under CUDA: every rank of a process on one device shares that device's default stream,
+// an in-order queue, so a collective of one rank waits behind its peer's forever.
+std::string sharedNullStreamProblem(const Job& job) {
+  if (!job.cuda || !job.options.streamNull) return {};
+  for (int a = 0; a < job.localRanks; ++a)
+    for (int b = a + 1; b < job.localRanks; ++b)
+      if (job.deviceOf(a) == job.deviceOf(b))
+        return "-y 1 (NULL stream) with local ranks " + std::to_string(a) + " and " + std::to_string(b) +
+               " on device " + std::to_string(job.deviceOf(a)) +
+               ": they would share its default stream, where each rank's part waits behind the other's; "
+               "drop -y 1, or run one rank per device in each process (accl-run -np N ... -g 1)";
+  return {};
+}
+
 void shareUniqueId(Job& job) {
   ncclUniqueId id{};
   if (job.world.rank() == 0) PERF_NCCL_CHECK(job, ncclGetUniqueId(&id));
@@ -98,6 +112,7 @@ int runPerfTest(int argc, char** argv, const Collective& collective) {
       bufferRequest(o.buffers, std::getenv("ACCL_PERF_HOST"), std::getenv("ACCL_PERF_DEVICE"));
   job.bufferMode = chooseBufferMode(request, job.firstDevice, &job.cuda);
   if (!job.bufferMode.error.empty()) job.fail(2, job.bufferMode.error, __FILE__, __LINE__);
+  if (const std::string why = sharedNullStreamProblem(job); !why.empty()) job.fail(6, why, __FILE__, __LINE__);
 
   if (job.printer) {
     if (!o.jsonPath.empty()) {

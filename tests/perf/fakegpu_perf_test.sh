@@ -56,8 +56,15 @@ expect "all_reduce -g 2 (two ranks, one device, one thread)" 0 \
 expect "all_gather -g 2" 0 "$bin/all_gather_perf" --device -g 2 -b 8 -e 1M -f 32 -c 1 -n 2 -w 1
 expect "all_reduce -t 2 -p 1 (two threads, each inits its comm)" 0 \
   "$bin/all_reduce_perf" --device -t 2 -g 1 -p 1 -b 1K -e 64K -f 8 -c 1 -n 2
-expect "reduce_scatter -g 2 -y 1 (NULL stream = the default stream)" 0 \
-  "$bin/reduce_scatter_perf" --device -g 2 -y 1 -b 1K -e 64K -f 8 -c 1 -n 2
+expect "reduce_scatter accl-run -np 2 -y 1 (NULL stream = each process's default stream)" 0 \
+  "$bin/accl-run" -np 2 "$bin/reduce_scatter_perf" --device -g 1 -y 1 -b 1K -e 64K -f 8 -c 1 -n 2
+# Two ranks of one process on one device cannot share its in-order default stream: refused, not hung.
+out=$(timeout 60 "$bin/all_reduce_perf" --device -g 2 -y 1 -b 8 -e 8 2>&1)
+if [ $? -eq 6 ] && echo "$out" | grep -q "would share its default stream"; then
+  echo "ok   -g 2 -y 1 on one device is refused with the reason"
+else
+  echo "FAIL -g 2 -y 1:"; echo "$out" | sed 's/^/    /'; failures=$((failures + 1))
+fi
 expect "all_reduce accl-run -np 2 (processes on one device)" 0 \
   "$bin/accl-run" -np 2 "$bin/all_reduce_perf" --device -g 1 -b 8 -e 256K -f 32 -c 1 -n 2
 # --host on a machine with a (fake) GPU: the library keeps its host backend, buffers are host memory.
