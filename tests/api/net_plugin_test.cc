@@ -186,7 +186,7 @@ INSTANTIATE_TEST_SUITE_P(
         SelectionCase{"UnknownNcclNetIsAnError",
                       {"NCCL_NET=Foo"},
                       false,
-                      {"NCCL_NET=Foo matches no usable network module; modules present: Socket"}},
+                      {"NCCL_NET=Foo matches no usable network module; modules present: IB, Socket"}},
         // This machine has no RDMA device: one INFO line says so, and NCCL_NET=IB is an error.
         SelectionCase{"NoIbDeviceFallsBackToSocketWithOneInfoLine",
                       {"NCCL_NET_PLUGIN=none"},

@@ -3,12 +3,18 @@
 // immediate consumes a posted receive on the peer QP (none posted = RNR error: an overrun),
 // completions are queued on the CQs. breakQp() models a peer that died: its QP errors and
 // every posted receive is flushed; writes towards it fail with a retry-exceeded status.
+// Host is one machine of the fabric as the IB net module sees it (its ports; a verbs context
+// per open). The fabric is locked per call, so ranks in threads may share it.
 #pragma once
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
+#include "transports/ib/ib_devices.h"
 #include "transports/ib/verbs_seam.h"
 
 namespace accl::ib::fake {
@@ -23,7 +29,9 @@ struct Fabric {
     bool error = false;
     std::vector<std::pair<QpState, QpAttrs>> transitions;
     std::deque<uint64_t> recvs;
+    int host = 0;
   };
+  std::recursive_mutex mu;
   std::map<uint64_t, Mr> mrs;
   std::map<uint32_t, Qp> qps;
   std::map<uint64_t, std::deque<WorkCompletion>> cqs;
@@ -31,6 +39,7 @@ struct Fabric {
   uint32_t nextQpn = 0x100;
   std::string failNextWrite;  // non-empty: the next write completes with this error status
   int rnrErrors = 0;
+  uint64_t bytesWritten = 0;  // payload of writes with immediate (messages, not credits)
 
   const Mr* findKey(uint32_t key, uintptr_t b, size_t len) const {
     for (const auto& [id, mr] : mrs)
@@ -43,15 +52,28 @@ struct Fabric {
     for (uint64_t wr : qp.recvs) cqs[qp.cq].push_back({wr, false, "Work Request Flushed Error", true, false, 0});
     qp.recvs.clear();
   }
+  // The host's process died: every QP it had errors.
+  void breakHost(int host) {
+    std::lock_guard<std::recursive_mutex> lk(mu);
+    for (auto& [qpn, qp] : qps)
+      if (qp.host == host) breakQp(qpn);
+  }
+  size_t qpsOf(int host) {
+    std::lock_guard<std::recursive_mutex> lk(mu);
+    size_t n = 0;
+    for (auto& [qpn, qp] : qps) n += qp.host == host;
+    return n;
+  }
 };
 
 class Verbs final : public accl::ib::Verbs {
  public:
-  Verbs(Fabric& f, PortInfo port, std::vector<GidEntry> gids) : f_(f), port_(port), gids_(std::move(gids)) {}
-  ncclResult_t queryPort(PortInfo* out) override { *out = port_; return ncclSuccess; }
-  ncclResult_t queryGids(std::vector<GidEntry>* out) override { *out = gids_; return ncclSuccess; }
-  ncclResult_t allocPd(uint64_t* pd) override { *pd = f_.nextId++; return ncclSuccess; }
-  ncclResult_t regMr(uint64_t, void* addr, size_t size, uint64_t* mr, MrKeys* keys) override {
+  Verbs(Fabric& f, PortInfo port, std::vector<GidEntry> gids, int host = 0)
+      : f_(f), port_(port), gids_(std::move(gids)), host_(host) {}
+  ncclResult_t queryPort(PortInfo* out) override { std::lock_guard<std::recursive_mutex> lk(f_.mu); *out = port_; return ncclSuccess; }
+  ncclResult_t queryGids(std::vector<GidEntry>* out) override { std::lock_guard<std::recursive_mutex> lk(f_.mu); *out = gids_; return ncclSuccess; }
+  ncclResult_t allocPd(uint64_t* pd) override { std::lock_guard<std::recursive_mutex> lk(f_.mu); *pd = f_.nextId++; return ncclSuccess; }
+  ncclResult_t regMr(uint64_t, void* addr, size_t size, uint64_t* mr, MrKeys* keys) override { std::lock_guard<std::recursive_mutex> lk(f_.mu);
     *mr = f_.nextId++;
     uint32_t key = static_cast<uint32_t>(*mr * 16 + 3);
     uintptr_t b = reinterpret_cast<uintptr_t>(addr);
@@ -59,19 +81,20 @@ class Verbs final : public accl::ib::Verbs {
     *keys = {key, key};
     return ncclSuccess;
   }
-  ncclResult_t deregMr(uint64_t mr) override {
+  ncclResult_t deregMr(uint64_t mr) override { std::lock_guard<std::recursive_mutex> lk(f_.mu);
     auto it = f_.mrs.find(mr);
     if (it == f_.mrs.end() || !it->second.live) return ncclInvalidArgument;
     it->second.live = false;
     return ncclSuccess;
   }
-  ncclResult_t createCq(int, uint64_t* cq) override { *cq = f_.nextId++; f_.cqs[*cq]; return ncclSuccess; }
-  ncclResult_t createQp(uint64_t, uint64_t cq, uint32_t* qpn) override {
+  ncclResult_t createCq(int, uint64_t* cq) override { std::lock_guard<std::recursive_mutex> lk(f_.mu); *cq = f_.nextId++; f_.cqs[*cq]; return ncclSuccess; }
+  ncclResult_t createQp(uint64_t, uint64_t cq, uint32_t* qpn) override { std::lock_guard<std::recursive_mutex> lk(f_.mu);
     *qpn = f_.nextQpn++;
     f_.qps[*qpn].cq = cq;
+    f_.qps[*qpn].host = host_;
     return ncclSuccess;
   }
-  ncclResult_t modifyQp(uint32_t qpn, QpState s, const QpAttrs& a) override {
+  ncclResult_t modifyQp(uint32_t qpn, QpState s, const QpAttrs& a) override { std::lock_guard<std::recursive_mutex> lk(f_.mu);
     Fabric::Qp& qp = f_.qps.at(qpn);
     // Transitions must go INIT -> RTR -> RTS, as on a real device.
     bool ok = s == QpState::Init ? !qp.hasState
@@ -85,7 +108,7 @@ class Verbs final : public accl::ib::Verbs {
     return ncclSuccess;
   }
   ncclResult_t postWrite(uint32_t qpn, uint64_t wrId, const void* local, uint32_t lkey, size_t len, uint64_t remote,
-                         uint32_t rkey, bool withImm, uint32_t imm) override {
+                         uint32_t rkey, bool withImm, uint32_t imm) override { std::lock_guard<std::recursive_mutex> lk(f_.mu);
     Fabric::Qp& qp = f_.qps.at(qpn);
     if (!qp.hasState || qp.state != QpState::Rts) return ncclSystemError;
     auto& cq = f_.cqs[qp.cq];
@@ -106,6 +129,7 @@ class Verbs final : public accl::ib::Verbs {
     }
     if (len) std::memcpy(reinterpret_cast<void*>(remote), local, len);
     if (withImm) {
+      f_.bytesWritten += len;
       uint64_t r = peer->second.recvs.front();
       peer->second.recvs.pop_front();
       f_.cqs[peer->second.cq].push_back({r, true, "", true, true, imm});
@@ -113,13 +137,13 @@ class Verbs final : public accl::ib::Verbs {
     cq.push_back({wrId, true, "", false, false, 0});
     return ncclSuccess;
   }
-  ncclResult_t postRecv(uint32_t qpn, uint64_t wrId) override {
+  ncclResult_t postRecv(uint32_t qpn, uint64_t wrId) override { std::lock_guard<std::recursive_mutex> lk(f_.mu);
     Fabric::Qp& qp = f_.qps.at(qpn);
     if (qp.error) f_.cqs[qp.cq].push_back({wrId, false, "Work Request Flushed Error", true, false, 0});
     else qp.recvs.push_back(wrId);
     return ncclSuccess;
   }
-  ncclResult_t pollCq(uint64_t cq, std::vector<WorkCompletion>* out) override {
+  ncclResult_t pollCq(uint64_t cq, std::vector<WorkCompletion>* out) override { std::lock_guard<std::recursive_mutex> lk(f_.mu);
     auto& q = f_.cqs.at(cq);
     out->assign(q.begin(), q.end());
     q.clear();
@@ -128,6 +152,30 @@ class Verbs final : public accl::ib::Verbs {
 
  private:
   Fabric& f_;
+  PortInfo port_;
+  std::vector<GidEntry> gids_;
+  int host_;
+};
+
+class Host final : public VerbsApi {
+ public:
+  Host(Fabric& f, int id, std::vector<IbPort> ports, PortInfo port, std::vector<GidEntry> gids)
+      : f_(f), id_(id), ports_(std::move(ports)), port_(port), gids_(std::move(gids)) {}
+  ncclResult_t listPorts(std::vector<IbPort>* out, std::string* why) override {
+    *out = ports_;
+    if (ports_.empty()) *why = "no RDMA device (fake host without ports)";
+    return ncclSuccess;
+  }
+  std::unique_ptr<accl::ib::Verbs> open(const IbPort&, std::string*) override {
+    opened++;
+    return std::make_unique<Verbs>(f_, port_, gids_, id_);
+  }
+  std::atomic<int> opened{0};
+
+ private:
+  Fabric& f_;
+  int id_;
+  std::vector<IbPort> ports_;
   PortInfo port_;
   std::vector<GidEntry> gids_;
 };

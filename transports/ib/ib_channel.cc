@@ -8,11 +8,10 @@ namespace {
 
 constexpr uint64_t kCreditWr = 1ull << 32;  // wrId bit: the receiver's credit write
 
+// No log here: the error is kept in error() and the owner decides how loud it is (a peer
+// that destroyed its communicator first leaves error completions behind that matter to nobody).
 ncclResult_t fail(std::string* error, const std::string& peer, const WorkCompletion& wc) {
-  if (error->empty()) {
-    *error = "IB completion error with peer " + peer + ": " + wc.status;
-    WARN("%s", error->c_str());
-  }
+  if (error->empty()) *error = "IB completion error with peer " + peer + ": " + wc.status;
   return ncclRemoteError;
 }
 

@@ -3,8 +3,9 @@
 // RDMA write; the sender waits for that credit (no overrun), then RDMA-writes the message
 // with immediate data, split across NCCL_IB_QPS_PER_CONNECTION QPs; each immediate carries
 // its piece's size, so the receiver learns the message size from its completions.
-// A completion with an error fails the channel with a message naming the peer; every later
-// call reports the same error (a dead peer is a clean error, never a hang).
+// A completion with an error fails the channel with a message naming the peer (error(); the
+// owner logs it); every later call reports the same error (a dead peer is a clean error,
+// never a hang).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -1,8 +1,11 @@
 // ib_devices.cc: NCCL_IB_HCA rules and port discovery through libibverbs.
 #include "transports/ib/ib_devices.h"
 #include <dlfcn.h>
+#include <endian.h>
 #include <infiniband/verbs.h>
+#include <climits>
 #include <cstdlib>
+#include "transports/ib/verbs_system.h"
 
 namespace accl::ib {
 namespace {
@@ -10,6 +13,37 @@ namespace {
 std::string trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
   return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+// ibv_port_attr's active_speed (per lane) and active_width codes, in Mbit/s and lanes.
+int laneMbps(uint8_t speed) {
+  switch (speed) {
+    case 1: return 2500;     // SDR
+    case 2: return 5000;     // DDR
+    case 4: return 10000;    // QDR
+    case 8: return 10000;    // FDR10
+    case 16: return 14000;   // FDR
+    case 32: return 25000;   // EDR
+    case 64: return 50000;   // HDR
+    case 128: return 100000; // NDR
+    default: return 0;
+  }
+}
+int lanes(uint8_t width) {
+  switch (width) {
+    case 1: return 1;
+    case 2: return 4;
+    case 4: return 8;
+    case 8: return 12;
+    case 16: return 2;
+    default: return 0;
+  }
+}
+
+std::string pciPathOf(const std::string& device) {
+  std::string link = "/sys/class/infiniband/" + device + "/device";
+  char buf[PATH_MAX];
+  return realpath(link.c_str(), buf) ? std::string(buf) : std::string();
 }
 
 // libibverbs through dlopen: a host without rdma-core still runs ACCL.
@@ -32,11 +66,11 @@ class SystemVerbs final : public VerbsApi {
     auto getList = reinterpret_cast<GetList>(dlsym(lib, "ibv_get_device_list"));
     auto freeList = reinterpret_cast<FreeList>(dlsym(lib, "ibv_free_device_list"));
     auto getName = reinterpret_cast<GetName>(dlsym(lib, "ibv_get_device_name"));
-    auto open = reinterpret_cast<Open>(dlsym(lib, "ibv_open_device"));
+    auto openDev = reinterpret_cast<Open>(dlsym(lib, "ibv_open_device"));
     auto close = reinterpret_cast<Close>(dlsym(lib, "ibv_close_device"));
     auto queryDevice = reinterpret_cast<QueryDevice>(dlsym(lib, "ibv_query_device"));
     auto queryPort = reinterpret_cast<QueryPort>(dlsym(lib, "ibv_query_port"));
-    if (!getList || !freeList || !getName || !open || !close || !queryDevice || !queryPort) {
+    if (!getList || !freeList || !getName || !openDev || !close || !queryDevice || !queryPort) {
       *why = "libibverbs.so.1 lacks a verbs entry point";
       dlclose(lib);
       return ncclSuccess;
@@ -45,14 +79,22 @@ class SystemVerbs final : public VerbsApi {
     ibv_device** devs = getList(&n);
     if (!devs || n == 0) *why = "no RDMA device (ibv_get_device_list found none)";
     for (int i = 0; devs && i < n; i++) {
-      ibv_context* ctx = open(devs[i]);
+      ibv_context* ctx = openDev(devs[i]);
       if (!ctx) continue;
       ibv_device_attr attr{};
       if (queryDevice(ctx, &attr) == 0) {
         for (int p = 1; p <= attr.phys_port_cnt; p++) {
           ibv_port_attr pa{};
           if (queryPort(ctx, static_cast<uint8_t>(p), &pa) != 0) continue;
-          out->push_back({getName(devs[i]), p, pa.state == IBV_PORT_ACTIVE, pa.link_layer == IBV_LINK_LAYER_ETHERNET});
+          IbPort port;
+          port.device = getName(devs[i]);
+          port.port = p;
+          port.active = pa.state == IBV_PORT_ACTIVE;
+          port.ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+          port.speedMbps = laneMbps(pa.active_speed) * lanes(pa.active_width);
+          port.guid = be64toh(attr.node_guid);
+          port.pciPath = pciPathOf(port.device);
+          out->push_back(port);
         }
       }
       close(ctx);
@@ -60,6 +102,9 @@ class SystemVerbs final : public VerbsApi {
     if (devs) freeList(devs);
     dlclose(lib);
     return ncclSuccess;
+  }
+  std::unique_ptr<Verbs> open(const IbPort& port, std::string* why) override {
+    return openSystemVerbs(port.device, port.port, why);
   }
 };
 

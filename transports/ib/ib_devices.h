@@ -4,13 +4,15 @@
 // applied as NCCL defines it: a comma list of name[:port]; names are prefixes unless the list
 // starts with '=' (exact), and '^' excludes the listed ports instead.
 //
-// Only discovery and selection exist so far: ACCL has no IB data path yet, so a usable port
-// is reported and the socket transport is used (one INFO line says which and why).
+// The same seam opens a port for the data path (ib_net.h): tests hand the IB module a fake
+// fabric (tests/unit/ib_fake_verbs.h) in place of libibverbs.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 #include "nccl.h"
+#include "transports/ib/verbs_seam.h"
 
 namespace accl::ib {
 
@@ -19,6 +21,9 @@ struct IbPort {
   int port = 1;
   bool active = false;  // IBV_PORT_ACTIVE
   bool ethernet = false;  // RoCE (link layer Ethernet) rather than InfiniBand
+  int speedMbps = 0;      // active speed x width; 0 = unknown
+  uint64_t guid = 0;      // node GUID (host byte order)
+  std::string pciPath = {};  // /sys/devices/... of the device; empty = unknown
 };
 
 class VerbsApi {
@@ -26,6 +31,8 @@ class VerbsApi {
   virtual ~VerbsApi() = default;
   // Every port of every device; *why says what went wrong when none can be listed.
   virtual ncclResult_t listPorts(std::vector<IbPort>* out, std::string* why) = 0;
+  // A verbs context on one port for one connection (its objects die with it); null with *why.
+  virtual std::unique_ptr<Verbs> open(const IbPort& port, std::string* why) = 0;
 };
 std::unique_ptr<VerbsApi> systemVerbs();  // libibverbs.so.1
 

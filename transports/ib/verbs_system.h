@@ -1,5 +1,6 @@
 // verbs_system.h: the verbs seam (verbs_seam.h) over the host's libibverbs.so.1, loaded with
-// dlopen so ACCL never needs rdma-core at load time. Not yet used by a net module.
+// dlopen so ACCL never needs rdma-core at load time. The IB net module (ib_net.h) opens one per
+// connection through VerbsApi::open.
 #pragma once
 #include <memory>
 #include <string>

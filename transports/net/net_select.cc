@@ -7,9 +7,9 @@
 #include <thread>
 #include "base/check.h"
 #include "base/param.h"
-#include "transports/ib/ib_devices.h"
 #include "topo/nic_choice.h"
 #include "topo/thread_placement.h"
+#include "transports/ib/ib_net.h"
 #include "transports/plugin/plugin_net.h"
 
 namespace accl::net {
@@ -17,6 +17,7 @@ namespace {
 
 constexpr int kHandleTag = 0x4e455448;  // "NETH": net handles swapped at init
 constexpr const char* kInternalSocket = "Socket";
+constexpr const char* kInternalIb = "IB";
 
 std::string probe(NetModule* m, std::vector<int>* devs) {
   ncclResult_t res = m->init();
@@ -47,33 +48,23 @@ const PluginVerdict& verdictOf(const LoadedNetPlugin& p) {
   return s;
 }
 
-// Why the internal IB module does not carry traffic, decided (and logged) once per process.
-const std::string& ibFallbackReason() {
+// The internal IB module, probed once per process (it is never unloaded). With no usable
+// device one INFO line says why traffic goes elsewhere; *devs are its host-memory devices.
+const std::string& ibVerdict(const std::vector<int>** devs) {
+  static std::vector<int> ibDevs;
   static const std::string reason = [] {
+    ib::IbNetModule* m = ib::processIbNetModule();
     std::string why;
-    if (param::ibDisable() == 1) {
-      why = "disabled by NCCL_IB_DISABLE=1";
-    } else {
-      std::vector<ib::IbPort> all;
-      std::string listWhy;
-      ib::systemVerbs()->listPorts(&all, &listWhy);
-      std::string hca = param::ibHca();
-      std::vector<ib::IbPort> usable = ib::usablePorts(all, ib::parseHcaSpec(hca));
-      if (usable.empty()) {
-        why = "no usable IB device (" +
-              (all.empty() ? listWhy
-                           : std::to_string(all.size()) + " port(s), none active" +
-                                 (hca.empty() ? std::string() : " and admitted by NCCL_IB_HCA=" + hca)) +
-              ")";
-      } else {
-        why = std::to_string(usable.size()) + " usable port(s) starting with " + usable[0].device + ":" +
-              std::to_string(usable[0].port) + (usable[0].ethernet ? " (RoCE)" : " (InfiniBand)") +
-              ", but ACCL has no IB data path yet";
-      }
-    }
-    INFO(kSubsysInit | kSubsysNet, "NET/IB: %s; using Socket", why.c_str());
+    if (m->init() != ncclSuccess)
+      why = "its init failed";
+    else if (!m->whyNoDevice().empty())
+      why = m->whyNoDevice();
+    else
+      why = probe(m, &ibDevs);
+    if (!why.empty()) INFO(kSubsysInit | kSubsysNet, "NET/IB: %s; using Socket", why.c_str());
     return why;
   }();
+  *devs = &ibDevs;
   return reason;
 }
 
@@ -142,17 +133,32 @@ ncclResult_t chooseNetModule(const std::string& netName, const topo::RankLocalit
       &choice->hold));
   if (failure != ncclSuccess) return failure;
   if (choice->module) return ncclSuccess;
-  // The internal IB module comes next in NCCL's order. Only its discovery exists: it says, in
-  // one INFO line per process, why traffic goes over sockets instead.
-  const bool wantIb = !netName.empty() && strcasecmp(netName.c_str(), "IB") == 0;
-  const std::string& ibVerdict = ibFallbackReason();
-  if (wantIb) {
-    WARN("NCCL_NET=IB cannot be used: %s", ibVerdict.c_str());
-    return ncclInvalidArgument;
+  // The internal IB module comes next in NCCL's order, when it has a usable device.
+  const bool wantIb = !netName.empty() && strcasecmp(netName.c_str(), kInternalIb) == 0;
+  if (netName.empty() || wantIb) {
+    const std::vector<int>* devs = nullptr;
+    const std::string& ibWhyNot = ibVerdict(&devs);
+    if (ibWhyNot.empty()) {
+      NetModule* m = ib::processIbNetModule();
+      std::string nicWhy;
+      choice->module = m;
+      choice->dev = closestDevice(m, *devs, where, &nicWhy);
+      NetProps props;
+      m->getProperties(choice->dev, &props);
+      choice->why = "internal IB, device " + std::to_string(choice->dev) + " (" + props.name + ":" +
+                    std::to_string(props.port) + ", " + std::to_string(props.speedMbps) + " Mbit/s)";
+      if (!nicWhy.empty()) choice->why += "; NIC " + props.name + " is " + nicWhy;
+      if (!skipped.empty()) choice->why += "; skipped " + skipped;
+      return ncclSuccess;
+    }
+    if (wantIb) {
+      WARN("NCCL_NET=IB cannot be used: %s", ibWhyNot.c_str());
+      return ncclInvalidArgument;
+    }
   }
   if (!netName.empty() && strcasecmp(netName.c_str(), kInternalSocket) != 0) {
-    WARN("NCCL_NET=%s matches no usable network module; modules present: %s%s%s", netName.c_str(), names.c_str(),
-         names.empty() ? "" : ", ", kInternalSocket);
+    WARN("NCCL_NET=%s matches no usable network module; modules present: %s%s%s, %s", netName.c_str(), names.c_str(),
+         names.empty() ? "" : ", ", kInternalIb, kInternalSocket);
     return ncclInvalidArgument;
   }
   choice->module = nullptr;

@@ -1,6 +1,7 @@
 // net_select.h: which net module carries a communicator's traffic between hosts, and the
 // connections through it. The candidates are, in NCCL's order, the external plugins
-// (transports/plugin/) and then the internal socket transport. NCCL_NET (or config.netName)
+// (transports/plugin/), the internal IB module when a usable RDMA port exists
+// (transports/ib/ib_net.h), then the internal socket transport. NCCL_NET (or config.netName)
 // keeps only the module of that name (case-insensitive). A module is used when its init
 // succeeds, it reports at least one device and that device can send host memory
 // (NCCL_PTR_HOST). One INFO line says which module was chosen and why the others were not.

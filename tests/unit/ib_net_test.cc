@@ -1,0 +1,358 @@
+// The IB net module end to end on the in-process fake fabric (tests/unit/ib_fake_verbs.h):
+// two "nodes" (fake hosts, each with its own module) listen, connect and accept through the
+// real TCP QP exchange, then move messages both ways; a peer whose QPs fail, a peer that
+// closed its connections and a peer that dies during setup each end in an error, not a hang.
+#include <gtest/gtest.h>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+#include "transports/ib/ib_channel.h"
+#include "transports/ib/ib_net.h"
+#include "unit/ib_fake_verbs.h"
+
+using namespace accl;
+using namespace accl::ib;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Gid roceV2Gid(uint8_t host) {
+  Gid g{};
+  g[10] = g[11] = 0xff;
+  g[12] = 10; g[13] = 77; g[15] = host;
+  return g;
+}
+
+IbPort port(const char* device, bool active, int speed = 100000) {
+  IbPort p;
+  p.device = device;
+  p.port = 1;
+  p.active = active;
+  p.ethernet = true;
+  p.speedMbps = speed;
+  p.guid = 0x0c42a10300b1c2d3ull;
+  p.pciPath = std::string("/sys/devices/pci0000:00/0000:00:02.0/") + device;
+  return p;
+}
+
+std::shared_ptr<fake::Host> fakeHost(fake::Fabric& f, int id, std::vector<IbPort> ports) {
+  return std::make_shared<fake::Host>(f, id, std::move(ports), PortInfo{0, true, 4096},
+                                      std::vector<GidEntry>{{0, Gid{}, GidType::IbOrRoceV1},
+                                                            {1, roceV2Gid(static_cast<uint8_t>(id)), GidType::RoceV2}});
+}
+
+// Node A (host 1) and node B (host 2), each with its own module over the shared fabric.
+struct TwoNodes {
+  fake::Fabric fabric;
+  std::shared_ptr<fake::Host> hostA = fakeHost(fabric, 1, {port("mlx5_0", true)});
+  std::shared_ptr<fake::Host> hostB = fakeHost(fabric, 2, {port("mlx5_0", true)});
+  IbConfig cfg;
+  std::unique_ptr<IbNetModule> a, b;
+  void* ctxA = nullptr;
+  void* ctxB = nullptr;
+  void* aSend = nullptr;
+  void* aRecv = nullptr;
+  void* bSend = nullptr;
+  void* bRecv = nullptr;
+
+  explicit TwoNodes(int nqps) {
+    cfg.qpsPerConn = nqps;
+    a = makeIbNetModule(hostA, &cfg);
+    b = makeIbNetModule(hostB, &cfg);
+    EXPECT_EQ(a->init(), ncclSuccess);
+    EXPECT_EQ(b->init(), ncclSuccess);
+    EXPECT_EQ(a->openContext(1, &ctxA), ncclSuccess);
+    EXPECT_EQ(b->openContext(1, &ctxB), ncclSuccess);
+  }
+  ~TwoNodes() {
+    closeA();
+    closeB();
+    if (ctxA) a->closeContext(ctxA);
+    if (ctxB) b->closeContext(ctxB);
+  }
+  void closeA() {
+    if (aSend) a->closeSend(aSend);
+    if (aRecv) a->closeRecv(aRecv);
+    aSend = aRecv = nullptr;
+  }
+  void closeB() {
+    if (bSend) b->closeSend(bSend);
+    if (bRecv) b->closeRecv(bRecv);
+    bSend = bRecv = nullptr;
+  }
+  // A -> B and B -> A, through listen handles, non-blocking connect/accept as ncclNet calls them.
+  void connectBoth() {
+    char hA[net::kNetHandleBytes], hB[net::kNetHandleBytes];
+    void *lA = nullptr, *lB = nullptr;
+    ASSERT_EQ(a->listen(ctxA, 0, hA, &lA), ncclSuccess);
+    ASSERT_EQ(b->listen(ctxB, 0, hB, &lB), ncclSuccess);
+    auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (!(aSend && aRecv && bSend && bRecv) && Clock::now() < deadline) {
+      if (!aSend) {
+        ASSERT_EQ(a->connect(ctxA, 0, hB, &aSend), ncclSuccess);
+      }
+      if (!bSend) {
+        ASSERT_EQ(b->connect(ctxB, 0, hA, &bSend), ncclSuccess);
+      }
+      if (!aRecv) {
+        ASSERT_EQ(a->accept(lA, &aRecv), ncclSuccess);
+      }
+      if (!bRecv) {
+        ASSERT_EQ(b->accept(lB, &bRecv), ncclSuccess);
+      }
+    }
+    a->closeListen(lA);
+    b->closeListen(lB);
+    ASSERT_TRUE(aSend && aRecv && bSend && bRecv) << "connect/accept did not finish";
+  }
+};
+
+// Tests `req` until done, an error, or a deadline; returns the last result.
+ncclResult_t waitFor(IbNetModule* m, void* req, size_t* size, int seconds = 5) {
+  auto deadline = Clock::now() + std::chrono::seconds(seconds);
+  int done = 0;
+  while (Clock::now() < deadline) {
+    ncclResult_t res = m->test(req, &done, size);
+    if (res != ncclSuccess || done) return res;
+  }
+  return ncclInProgress;
+}
+
+// Sends `n` messages of varying sizes from (ms, sendComm) to (mr, recvComm), checking each.
+void exchange(IbNetModule* ms, void* sendComm, IbNetModule* mr, void* recvComm, int n, int salt) {
+  std::vector<unsigned char> src(70000), dst(70000);
+  void *hs = nullptr, *hd = nullptr;
+  ASSERT_EQ(ms->regMr(sendComm, src.data(), src.size(), net::kPtrHost, &hs), ncclSuccess);
+  ASSERT_EQ(mr->regMr(recvComm, dst.data(), dst.size(), net::kPtrHost, &hd), ncclSuccess);
+  for (int m = 0; m < n; m++) {
+    size_t size = 1 + static_cast<size_t>(m * 7919 + salt * 31) % src.size();
+    for (size_t i = 0; i < size; i++) src[i] = static_cast<unsigned char>(i * 13 + m + salt);
+    void *rreq = nullptr, *sreq = nullptr;
+    ASSERT_EQ(mr->irecv(recvComm, dst.data(), dst.size(), 0, hd, &rreq), ncclSuccess);
+    ASSERT_NE(rreq, nullptr);
+    auto deadline = Clock::now() + std::chrono::seconds(5);
+    while (!sreq && Clock::now() < deadline) ASSERT_EQ(ms->isend(sendComm, src.data(), size, 0, hs, &sreq), ncclSuccess);
+    ASSERT_NE(sreq, nullptr) << "no credit for message " << m;
+    size_t sent = 0, got = 0;
+    ASSERT_EQ(waitFor(ms, sreq, &sent), ncclSuccess);
+    ASSERT_EQ(waitFor(mr, rreq, &got), ncclSuccess);
+    ASSERT_EQ(got, size) << "message " << m;
+    ASSERT_EQ(sent, size);
+    ASSERT_EQ(std::memcmp(src.data(), dst.data(), size), 0) << "message " << m;
+  }
+  EXPECT_EQ(ms->deregMr(sendComm, hs), ncclSuccess);
+  EXPECT_EQ(mr->deregMr(recvComm, hd), ncclSuccess);
+}
+
+TEST(IbNet, PropertiesDescribeTheActivePortForHostMemoryOnly) {
+  fake::Fabric fabric;
+  auto host = fakeHost(fabric, 1, {port("mlx5_0", false), port("mlx5_1", true, 200000)});
+  auto m = makeIbNetModule(host);
+  ASSERT_EQ(m->init(), ncclSuccess);
+  EXPECT_EQ(m->whyNoDevice(), "");
+  int ndev = 0;
+  ASSERT_EQ(m->devices(&ndev), ncclSuccess);
+  ASSERT_EQ(ndev, 1);  // the inactive port is not a device
+  net::NetProps props;
+  ASSERT_EQ(m->getProperties(0, &props), ncclSuccess);
+  EXPECT_EQ(props.name, "mlx5_1");
+  EXPECT_EQ(props.port, 1);
+  EXPECT_EQ(props.speedMbps, 200000);
+  EXPECT_EQ(props.guid, 0x0c42a10300b1c2d3ull);
+  EXPECT_EQ(props.pciPath, "/sys/devices/pci0000:00/0000:00:02.0/mlx5_1");
+  EXPECT_EQ(props.ptrSupport, net::kPtrHost);  // no device pointers: no CUDA flag
+  EXPECT_EQ(props.regIsGlobal, 0);
+  EXPECT_GT(props.maxComms, 0);
+  EXPECT_EQ(m->getProperties(1, &props), ncclInvalidArgument);
+  EXPECT_STREQ(m->name(), "IB");
+}
+
+TEST(IbNet, WithoutAnAdmittedActivePortThereIsNoDeviceAndTheReasonSaysWhy) {
+  fake::Fabric fabric;
+  auto down = makeIbNetModule(fakeHost(fabric, 1, {port("mlx5_0", false)}));
+  ASSERT_EQ(down->init(), ncclSuccess);
+  int ndev = -1;
+  ASSERT_EQ(down->devices(&ndev), ncclSuccess);
+  EXPECT_EQ(ndev, 0);
+  EXPECT_EQ(down->whyNoDevice(), "no usable IB device (1 port(s), none active)");
+
+  auto none = makeIbNetModule(fakeHost(fabric, 2, {}));
+  ASSERT_EQ(none->init(), ncclSuccess);
+  EXPECT_EQ(none->whyNoDevice(), "no usable IB device (no RDMA device (fake host without ports))");
+
+  setenv("NCCL_IB_HCA", "^mlx5", 1);
+  auto excluded = makeIbNetModule(fakeHost(fabric, 3, {port("mlx5_0", true)}));
+  ncclResult_t res = excluded->init();
+  unsetenv("NCCL_IB_HCA");
+  ASSERT_EQ(res, ncclSuccess);
+  EXPECT_EQ(excluded->whyNoDevice(), "no usable IB device (1 port(s), none active and admitted by NCCL_IB_HCA=^mlx5)");
+}
+
+TEST(IbNet, ConnectAcceptThenMessagesFlowBothWaysOverOneQp) {
+  TwoNodes t(1);
+  ASSERT_NO_FATAL_FAILURE(t.connectBoth());
+  EXPECT_EQ(t.hostA->opened.load(), 2);  // one verbs context per comm
+  EXPECT_EQ(t.hostB->opened.load(), 2);
+  // Every QP of both nodes reached RTS, paired with a QP of the other node.
+  for (const auto& [qpn, qp] : t.fabric.qps) {
+    EXPECT_EQ(qp.transitions.size(), 3u) << "QP " << qpn;
+    ASSERT_TRUE(t.fabric.qps.count(qp.remote)) << "QP " << qpn;
+    EXPECT_NE(t.fabric.qps.at(qp.remote).host, qp.host);
+    EXPECT_EQ(t.fabric.qps.at(qp.remote).remote, qpn);
+  }
+  EXPECT_EQ(t.fabric.qps.size(), 4u);
+  exchange(t.a.get(), t.aSend, t.b.get(), t.bRecv, 30, 1);
+  exchange(t.b.get(), t.bSend, t.a.get(), t.aRecv, 30, 2);
+  EXPECT_EQ(t.fabric.rnrErrors, 0);
+}
+
+TEST(IbNet, MessagesSplitAcrossThreeQpsArriveWhole) {
+  TwoNodes t(3);
+  ASSERT_NO_FATAL_FAILURE(t.connectBoth());
+  EXPECT_EQ(t.fabric.qpsOf(1), 6u);  // 3 per comm, 2 comms per node
+  exchange(t.a.get(), t.aSend, t.b.get(), t.bRecv, 20, 3);
+  exchange(t.b.get(), t.bSend, t.a.get(), t.aRecv, 20, 4);
+}
+
+TEST(IbNet, EightSendsInFlightThenTheNinthWaitsForATest) {
+  TwoNodes t(1);
+  ASSERT_NO_FATAL_FAILURE(t.connectBoth());
+  std::vector<char> src(4096), dst(4096 * kIbMaxInflight);
+  void *hs, *hd;
+  ASSERT_EQ(t.a->regMr(t.aSend, src.data(), src.size(), net::kPtrHost, &hs), ncclSuccess);
+  ASSERT_EQ(t.b->regMr(t.bRecv, dst.data(), dst.size(), net::kPtrHost, &hd), ncclSuccess);
+  std::vector<void*> rreqs, sreqs;
+  for (int i = 0; i < kIbMaxInflight; i++) {
+    void* r = nullptr;
+    ASSERT_EQ(t.b->irecv(t.bRecv, dst.data() + 4096 * i, 4096, 0, hd, &r), ncclSuccess);
+    ASSERT_NE(r, nullptr);
+    rreqs.push_back(r);
+  }
+  void* extra = nullptr;
+  ASSERT_EQ(t.b->irecv(t.bRecv, dst.data(), 4096, 0, hd, &extra), ncclSuccess);
+  EXPECT_EQ(extra, nullptr) << "a ninth receive before any was tested";
+  for (int i = 0; i < kIbMaxInflight; i++) {
+    void* s = nullptr;
+    ASSERT_EQ(t.a->isend(t.aSend, src.data(), 100 + i, 0, hs, &s), ncclSuccess);
+    ASSERT_NE(s, nullptr);
+    sreqs.push_back(s);
+  }
+  void* ninth = nullptr;
+  ASSERT_EQ(t.a->isend(t.aSend, src.data(), 1, 0, hs, &ninth), ncclSuccess);
+  EXPECT_EQ(ninth, nullptr) << "a ninth send without a credit";
+  for (int i = 0; i < kIbMaxInflight; i++) {
+    size_t got = 0, sent = 0;
+    ASSERT_EQ(waitFor(t.a.get(), sreqs[i], &sent), ncclSuccess);
+    ASSERT_EQ(waitFor(t.b.get(), rreqs[i], &got), ncclSuccess);
+    EXPECT_EQ(got, static_cast<size_t>(100 + i));
+  }
+  t.a->deregMr(t.aSend, hs);
+  t.b->deregMr(t.bRecv, hd);
+}
+
+TEST(IbNet, DeviceMemoryCannotBeRegistered) {
+  TwoNodes t(1);
+  ASSERT_NO_FATAL_FAILURE(t.connectBoth());
+  char buf[64];
+  void* h = reinterpret_cast<void*>(1);
+  EXPECT_EQ(t.a->regMr(t.aSend, buf, sizeof buf, net::kPtrCuda, &h), ncclInvalidArgument);
+  EXPECT_EQ(h, nullptr);
+}
+
+// The peer's process died: its QPs error, so writes towards it complete with an error.
+TEST(IbNet, APeerWhoseQpsFailedGivesACompletionErrorNotAHang) {
+  TwoNodes t(2);
+  ASSERT_NO_FATAL_FAILURE(t.connectBoth());
+  std::vector<char> src(1024), dst(1024);
+  void *hs, *hd, *hr;
+  ASSERT_EQ(t.a->regMr(t.aSend, src.data(), src.size(), net::kPtrHost, &hs), ncclSuccess);
+  ASSERT_EQ(t.b->regMr(t.bRecv, dst.data(), dst.size(), net::kPtrHost, &hd), ncclSuccess);
+  ASSERT_EQ(t.a->regMr(t.aRecv, dst.data(), dst.size(), net::kPtrHost, &hr), ncclSuccess);
+  void* rreq = nullptr;
+  ASSERT_EQ(t.b->irecv(t.bRecv, dst.data(), dst.size(), 0, hd, &rreq), ncclSuccess);  // B's credit is at A
+  t.fabric.breakHost(2);
+  void* sreq = nullptr;
+  ASSERT_EQ(t.a->isend(t.aSend, src.data(), src.size(), 0, hs, &sreq), ncclSuccess);
+  ASSERT_NE(sreq, nullptr);
+  size_t size = 0;
+  EXPECT_EQ(waitFor(t.a.get(), sreq, &size), ncclRemoteError);
+  // A's receive side: its credit write towards B fails too.
+  void* areq = nullptr;
+  ASSERT_EQ(t.a->irecv(t.aRecv, dst.data(), dst.size(), 0, hr, &areq), ncclSuccess);
+  ASSERT_NE(areq, nullptr);
+  EXPECT_EQ(waitFor(t.a.get(), areq, &size), ncclRemoteError);
+}
+
+// The peer closed its comms (process exited, or destroyed its communicator): no credit will
+// ever come and no completion reports it; the setup connection's EOF does.
+TEST(IbNet, APeerThatClosedItsConnectionsIsAnErrorNotAHang) {
+  TwoNodes t(1);
+  ASSERT_NO_FATAL_FAILURE(t.connectBoth());
+  std::vector<char> buf(1024);
+  void *hs, *hr;
+  ASSERT_EQ(t.a->regMr(t.aSend, buf.data(), buf.size(), net::kPtrHost, &hs), ncclSuccess);
+  ASSERT_EQ(t.a->regMr(t.aRecv, buf.data(), buf.size(), net::kPtrHost, &hr), ncclSuccess);
+  void* rreq = nullptr;
+  ASSERT_EQ(t.a->irecv(t.aRecv, buf.data(), buf.size(), 0, hr, &rreq), ncclSuccess);
+  ASSERT_NE(rreq, nullptr);
+  t.closeB();
+  size_t size = 0;
+  EXPECT_EQ(waitFor(t.a.get(), rreq, &size), ncclRemoteError);
+  ncclResult_t res = ncclSuccess;
+  void* sreq = nullptr;
+  auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (res == ncclSuccess && !sreq && Clock::now() < deadline)
+    res = t.a->isend(t.aSend, buf.data(), 10, 0, hs, &sreq);
+  EXPECT_EQ(sreq, nullptr);
+  EXPECT_EQ(res, ncclRemoteError) << "isend kept waiting for a credit from a peer that is gone";
+}
+
+// The connector gave up after its first step: the acceptor, waiting for "ready", fails.
+TEST(IbNet, AConnectorThatDiesDuringSetupFailsTheAccept) {
+  TwoNodes t(1);
+  char h[net::kNetHandleBytes];
+  void* l = nullptr;
+  ASSERT_EQ(t.a->listen(t.ctxA, 0, h, &l), ncclSuccess);
+  void* send = nullptr;
+  ASSERT_EQ(t.b->connect(t.ctxB, 0, h, &send), ncclSuccess);
+  ASSERT_EQ(send, nullptr);  // still waiting for A's answer
+  t.b->closeContext(t.ctxB);  // drops the connect in progress: its socket closes
+  t.ctxB = nullptr;
+  ncclResult_t res = ncclSuccess;
+  void* recv = nullptr;
+  auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (res == ncclSuccess && !recv && Clock::now() < deadline) res = t.a->accept(l, &recv);
+  EXPECT_EQ(res, ncclRemoteError);
+  EXPECT_EQ(recv, nullptr);
+  t.a->closeListen(l);
+}
+
+// The listener went away before answering: the connector fails instead of waiting forever.
+TEST(IbNet, AListenerThatClosesDuringSetupFailsTheConnect) {
+  TwoNodes t(1);
+  char h[net::kNetHandleBytes];
+  void* l = nullptr;
+  ASSERT_EQ(t.a->listen(t.ctxA, 0, h, &l), ncclSuccess);
+  void* send = nullptr;
+  ASSERT_EQ(t.b->connect(t.ctxB, 0, h, &send), ncclSuccess);
+  ASSERT_EQ(send, nullptr);
+  t.a->closeListen(l);
+  ncclResult_t res = ncclSuccess;
+  auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (res == ncclSuccess && !send && Clock::now() < deadline) res = t.b->connect(t.ctxB, 0, h, &send);
+  EXPECT_EQ(res, ncclRemoteError);
+  EXPECT_EQ(send, nullptr);
+}
+
+TEST(IbNet, AHandleFromAnotherModuleIsRefused) {
+  TwoNodes t(1);
+  char h[net::kNetHandleBytes] = {};
+  std::memcpy(h, "not an IB handle", 16);
+  void* send = nullptr;
+  EXPECT_EQ(t.a->connect(t.ctxA, 0, h, &send), ncclInvalidArgument);
+  EXPECT_EQ(send, nullptr);
+}
+
+}  // namespace
