@@ -139,6 +139,40 @@ TEST(IbChannel, ReceiverCreditsBoundTheMessagesInFlight) {
   EXPECT_EQ(p.fabric.rnrErrors, 0);
 }
 
+// The receiver can finish a message and post the next credit for the same FIFO slot while
+// the sender is still inside isend for that message (it ran on another thread, or the NIC
+// was fast): the sender must not erase that credit, or the message after it never goes.
+TEST(IbChannel, ACreditPostedWhileTheSenderIsStillPostingIsNotLost) {
+  Pair p(1);
+  std::vector<char> src(64), dst(64 * kIbMaxInflight);
+  MrCache ca(p.va, p.qa->pd()), cb(p.vb, p.qb->pd());
+  MrKeys ks, kd;
+  uint64_t h;
+  ASSERT_EQ(ca.reg(src.data(), src.size(), &ks, &h), ncclSuccess);
+  ASSERT_EQ(cb.reg(dst.data(), dst.size(), &kd, &h), ncclSuccess);
+  std::vector<int64_t> rreqs;
+  for (int i = 0; i < kIbMaxInflight; i++) {
+    int64_t r = -1;
+    ASSERT_EQ(p.receiver->irecv(dst.data() + 64 * i, 64, kd.rkey, &r), ncclSuccess);
+    rreqs.push_back(r);
+  }
+  int64_t again = -1;
+  p.fabric.onDelivery = [&] {  // message 0 landed: the receiver takes it and reposts slot 0
+    bool done = false;
+    size_t n = 0;
+    ASSERT_EQ(p.receiver->test(rreqs[0], &done, &n), ncclSuccess);
+    ASSERT_TRUE(done);
+    ASSERT_EQ(p.receiver->irecv(dst.data(), 64, kd.rkey, &again), ncclSuccess);
+  };
+  for (int i = 0; i <= kIbMaxInflight; i++) {
+    int64_t s = -1;
+    for (int spin = 0; spin < 100 && s < 0; spin++) ASSERT_EQ(p.sender->isend(src.data(), 64, ks.lkey, &s), ncclSuccess);
+    ASSERT_EQ(s, i) << "message " << i << " found no credit";
+  }
+  EXPECT_EQ(again, kIbMaxInflight);
+  EXPECT_EQ(p.fabric.rnrErrors, 0);
+}
+
 TEST(IbChannel, MessageLargerThanThePostedReceiveIsRefused) {
   Pair p(1);
   std::vector<char> src(256), dst(128);

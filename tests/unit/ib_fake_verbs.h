@@ -9,10 +9,12 @@
 #include <atomic>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 #include "transports/ib/ib_devices.h"
 #include "transports/ib/verbs_seam.h"
@@ -40,6 +42,9 @@ struct Fabric {
   std::string failNextWrite;  // non-empty: the next write completes with this error status
   int rnrErrors = 0;
   uint64_t bytesWritten = 0;  // payload of writes with immediate (messages, not credits)
+  // One-shot: runs inside the next write with immediate, once it has landed and before
+  // postWrite returns (the peer acting while the writer is still in its post call).
+  std::function<void()> onDelivery;
 
   const Mr* findKey(uint32_t key, uintptr_t b, size_t len) const {
     for (const auto& [id, mr] : mrs)
@@ -135,6 +140,7 @@ class Verbs final : public accl::ib::Verbs {
       f_.cqs[peer->second.cq].push_back({r, true, "", true, true, imm});
     }
     cq.push_back({wrId, true, "", false, false, 0});
+    if (withImm && f_.onDelivery) std::exchange(f_.onDelivery, nullptr)();
     return ncclSuccess;
   }
   ncclResult_t postRecv(uint32_t qpn, uint64_t wrId) override { std::lock_guard<std::recursive_mutex> lk(f_.mu);

@@ -104,19 +104,23 @@ ncclResult_t IbSender::isend(const void* data, size_t size, uint32_t lkey, int64
          qps_.peer().c_str(), static_cast<unsigned long long>(credit->size));
     return ncclInvalidUsage;
   }
+  // Take the credit before writing: once the message lands the receiver may post the next
+  // credit into this same FIFO slot, even before postWrite returns, and it must survive.
+  const uint64_t remote = credit->addr;
+  const uint32_t rkey = credit->rkey;
+  credit->seq = 0;
   const std::vector<uint32_t>& qpns = qps_.qpns();
   size_t nq = qpns.size(), chunk = (size + nq - 1) / nq;
+  slot = Slot{seq, static_cast<int>(nq), size};
   for (size_t q = 0; q < nq; q++) {
     size_t off = q * chunk < size ? q * chunk : size;
     size_t len = size - off < chunk ? size - off : chunk;
-    if (qps_.verbs().postWrite(qpns[q], seq, static_cast<const char*>(data) + off, lkey, len, credit->addr + off,
-                               credit->rkey, true, static_cast<uint32_t>(len)) != ncclSuccess) {
+    if (qps_.verbs().postWrite(qpns[q], seq, static_cast<const char*>(data) + off, lkey, len, remote + off, rkey,
+                               true, static_cast<uint32_t>(len)) != ncclSuccess) {
       WARN("IB: posting a write to peer %s failed", qps_.peer().c_str());
       return ncclSystemError;
     }
   }
-  credit->seq = 0;
-  slot = Slot{seq, static_cast<int>(nq), size};
   next_++;
   *req = static_cast<int64_t>(seq);
   return ncclSuccess;
