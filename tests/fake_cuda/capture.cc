@@ -1,10 +1,13 @@
 // capture.cc: stream capture into graphs. Between cuStreamBeginCapture and cuStreamEndCapture
-// the stream's operations are recorded, not run; a stream that waits on an event recorded in
-// the capture joins it (fork/join), and its operations are recorded into the same list, in
-// call order. An instantiated graph replays the list in order on the launch stream, any number
-// of times. Not emulated: graph memory nodes (cuMemAllocAsync while capturing), the check that
-// forked streams joined back before cuStreamEndCapture (they simply leave the capture), and
-// the difference between capture modes.
+// the stream's operations are recorded, not run. A stream that waits on an event recorded in
+// the capture joins it (fork) and records into a branch of its own; event records and waits
+// inside the capture become edges between branches. cuGraphLaunch runs branch 0 on the launch
+// stream and every other branch concurrently on a helper stream of the executable graph, with
+// fresh markers for the edges at each launch, so replays stay ordered and branches may wait on
+// each other (through events or through memory) as on a GPU; later work on the launch stream
+// waits for all branches. Not emulated: graph memory nodes (cuMemAllocAsync while capturing),
+// the check that forked branches joined back before cuStreamEndCapture, the differences
+// between capture modes, and launching a multi-branch graph into another capture.
 #include <map>
 #include "internal.h"
 
@@ -12,7 +15,13 @@ namespace fakecuda {
 namespace {
 
 struct GraphExec {
-  std::vector<Op> ops;
+  std::vector<std::vector<Node>> branches;
+  int records = 0;
+  std::mutex mu;
+  std::vector<Stream*> helpers;  // one per branch after the first, made at the first launch
+  ~GraphExec() {
+    for (Stream* h : helpers) delete h;  // drains first
+  }
 };
 
 struct GraphStore {
@@ -36,23 +45,68 @@ std::shared_ptr<Graph> findGraph(CUgraph h) {
 
 bool isDefault(CUstream h) { return h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD; }
 
+// The branch of s in graph (caller holds graph->mu); s joins when it is not a member yet.
+std::vector<Node>& branchOf(Graph& graph, Stream* s) {
+  for (size_t i = 0; i < graph.members.size(); i++)
+    if (graph.members[i] == s) return graph.branches[i];
+  graph.members.push_back(s);
+  graph.branches.emplace_back();
+  return graph.branches.back();
+}
+
+Op completeOp(std::shared_ptr<Marker> m) {
+  return [m](CUresult sticky) {
+    m->complete(sticky);
+    return sticky;
+  };
+}
+
+// Waits for m; `propagate`: a failure on m's side (a branch's sticky error) becomes this stream's.
+Op waitOp(std::shared_ptr<Marker> m, bool propagate) {
+  return [m, propagate](CUresult sticky) {
+    if (sticky != CUDA_SUCCESS) return sticky;
+    CUresult other = m->wait();
+    return propagate ? other : CUDA_SUCCESS;
+  };
+}
+
+std::vector<Op> instantiate(const std::vector<Node>& branch, const std::vector<std::shared_ptr<Marker>>& markers) {
+  std::vector<Op> ops;
+  for (const Node& n : branch) {
+    if (n.kind == Node::Work) ops.push_back(n.op);
+    else if (n.kind == Node::Record) ops.push_back(completeOp(markers[n.id]));
+    else ops.push_back(waitOp(markers[n.id], false));
+  }
+  return ops;
+}
+
 }  // namespace
 
 bool captureIfActive(Stream* s, const std::vector<Op>& ops) {
   std::shared_ptr<Graph> graph = s->captureGraph();
   if (!graph) return false;
   std::lock_guard<std::mutex> g(graph->mu);
-  if (!graph->invalidated) graph->ops.insert(graph->ops.end(), ops.begin(), ops.end());
-  return true;  // an invalidated capture drops work until cuStreamEndCapture
+  if (graph->invalidated) return true;  // an invalidated capture drops work until cuStreamEndCapture
+  std::vector<Node>& branch = branchOf(*graph, s);
+  for (const Op& op : ops) branch.push_back({Node::Work, op, 0});
+  return true;
 }
 
-void joinCapture(Stream* s, const std::shared_ptr<Graph>& graph) {
+int captureRecord(Stream* s, const std::shared_ptr<Graph>& graph, const std::shared_ptr<Marker>& eventMarker) {
+  std::lock_guard<std::mutex> g(graph->mu);
+  const int id = graph->records++;
+  branchOf(*graph, s).push_back({Node::Record, nullptr, id});
+  graph->eventMarkers.push_back(eventMarker);
+  return id;
+}
+
+void captureWait(Stream* s, const std::shared_ptr<Graph>& graph, int id) {
   {
     std::lock_guard<std::mutex> g(s->captureMu);
-    s->capture = graph;
+    s->capture = graph;  // already so, or s joins here (fork)
   }
   std::lock_guard<std::mutex> g(graph->mu);
-  graph->members.push_back(s);
+  branchOf(*graph, s).push_back({Node::Wait, nullptr, id});
 }
 
 }  // namespace fakecuda
@@ -70,6 +124,7 @@ FAKE_CUDA_API CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCapture
   if (s->capture) return CUDA_ERROR_ILLEGAL_STATE;
   s->capture = std::make_shared<Graph>();
   s->capture->members.push_back(s);
+  s->capture->branches.emplace_back();
   return CUDA_SUCCESS;
 }
 
@@ -81,16 +136,20 @@ FAKE_CUDA_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
   std::shared_ptr<Graph> graph = s->captureGraph();
   if (!graph) return CUDA_ERROR_ILLEGAL_STATE;
   std::vector<Stream*> members;
+  std::vector<std::shared_ptr<Marker>> eventMarkers;
   {
     std::lock_guard<std::mutex> g(graph->mu);
     if (graph->members.front() != s) return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
     members = graph->members;
+    eventMarkers.swap(graph->eventMarkers);
     graph->open = false;
   }
   for (Stream* m : members) {
     std::lock_guard<std::mutex> g(m->captureMu);
     if (m->capture == graph) m->capture.reset();
   }
+  // Events last recorded inside the capture are complete for host queries afterwards.
+  for (auto& m : eventMarkers) m->complete(CUDA_SUCCESS);
   *phGraph = nullptr;
   if (graph->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   std::lock_guard<std::mutex> g(store().mu);
@@ -122,7 +181,8 @@ FAKE_CUDA_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUg
   auto* exec = new GraphExec;
   {
     std::lock_guard<std::mutex> g(graph->mu);
-    exec->ops = graph->ops;
+    exec->branches = graph->branches;
+    exec->records = graph->records;
   }
   execs().add(exec);
   *phGraphExec = reinterpret_cast<CUgraphExec>(exec);
@@ -133,7 +193,37 @@ FAKE_CUDA_API CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
   Stream* s = nullptr;
   if (CUresult r = resolveStream(hStream, &s)) return r;
   if (!execs().contains(hGraphExec)) return CUDA_ERROR_INVALID_VALUE;
-  s->enqueueAll(reinterpret_cast<GraphExec*>(hGraphExec)->ops);
+  auto* exec = reinterpret_cast<GraphExec*>(hGraphExec);
+  std::lock_guard<std::mutex> g(exec->mu);
+  const size_t extra = exec->branches.size() - 1;
+  if (extra > 0 && s->captureGraph()) {
+    report("cuGraphLaunch: a graph with %zu forked branches launched into a capture is not emulated", extra);
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  std::vector<std::shared_ptr<Marker>> markers(exec->records);
+  for (auto& m : markers) m = std::make_shared<Marker>();
+  if (extra == 0) {
+    s->enqueueAll(instantiate(exec->branches[0], markers));
+    return CUDA_SUCCESS;
+  }
+  Context* ctx = s->ctx();
+  if (ctx == nullptr) currentContext(&ctx);
+  while (exec->helpers.size() < extra) exec->helpers.push_back(new Stream(ctx, CU_STREAM_NON_BLOCKING));
+  // Branches start once the launch stream gets here; the launch stream goes on once all ended.
+  auto start = std::make_shared<Marker>();
+  std::vector<Op> main = {completeOp(start)};
+  for (size_t b = 1; b <= extra; b++) {
+    auto end = std::make_shared<Marker>();
+    std::vector<Op> ops = {waitOp(start, true)};
+    for (Op& op : instantiate(exec->branches[b], markers)) ops.push_back(std::move(op));
+    ops.push_back(completeOp(end));
+    exec->helpers[b - 1]->enqueueAll(ops);
+    main.push_back(waitOp(end, true));  // appended after branch 0 below
+  }
+  std::vector<Op> ops = {main.front()};
+  for (Op& op : instantiate(exec->branches[0], markers)) ops.push_back(std::move(op));
+  ops.insert(ops.end(), main.begin() + 1, main.end());
+  s->enqueueAll(ops);
   return CUDA_SUCCESS;
 }
 
@@ -141,6 +231,7 @@ FAKE_CUDA_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   auto* exec = reinterpret_cast<GraphExec*>(hGraphExec);
   if (!execs().remove(exec)) return CUDA_ERROR_INVALID_VALUE;
-  delete exec;
+  // Pending launches still run: the helpers drain before they go (in the background).
+  std::thread([exec] { delete exec; }).detach();
   return CUDA_SUCCESS;
 }

@@ -74,15 +74,19 @@ FAKE_CUDA_API CUresult cuEventRecord(CUevent h, CUstream hStream) {
   if (CUresult r = resolveStream(hStream, &s)) return r;
   auto marker = std::make_shared<Marker>();
   std::shared_ptr<Graph> graph = s->captureGraph();
+  const int id = graph ? captureRecord(s, graph, marker) : 0;
   {
     std::lock_guard<std::mutex> ge(e->mu);
     e->last = marker;
     e->capturedIn = graph;
+    e->capturedId = id;
   }
-  s->enqueue([marker](CUresult sticky) {
-    marker->complete(sticky);
-    return sticky;
-  });
+  if (!graph) {
+    s->enqueue([marker](CUresult sticky) {
+      marker->complete(sticky);
+      return sticky;
+    });
+  }
   return CUDA_SUCCESS;
 }
 
@@ -121,10 +125,12 @@ FAKE_CUDA_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent h, unsigned i
   if (flags != 0 && flags != CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
   std::shared_ptr<Marker> m;
   std::shared_ptr<Graph> capturedIn;
+  int capturedId = 0;
   {
     std::lock_guard<std::mutex> g(e->mu);
     m = e->last;
     capturedIn = e->capturedIn;
+    capturedId = e->capturedId;
   }
   if (!m) return CUDA_SUCCESS;
   std::shared_ptr<Graph> own = s->captureGraph();
@@ -134,7 +140,10 @@ FAKE_CUDA_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent h, unsigned i
     report("cuStreamWaitEvent: a capturing stream waits on an event recorded outside its capture");
     return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
   }
-  if (!own && capturedIn) joinCapture(s, capturedIn);  // fork: s's work is recorded from now on
+  if (capturedIn) {
+    captureWait(s, capturedIn, capturedId);  // joins the capture first when s is not in it (fork)
+    return CUDA_SUCCESS;
+  }
   s->enqueue([m](CUresult sticky) {
     if (sticky == CUDA_SUCCESS) m->wait();
     return sticky;

@@ -672,3 +672,49 @@ TEST_F(FakeCuda, ContextStackMemoryInfoTimingAnd32BitOperations) {
 }
 
 }  // namespace
+
+namespace {
+
+// Two branches that wait on each other through memory (as two ranks' gates do): a replay that
+// ran the branches one after the other would never finish; the GPU runs them concurrently.
+TEST_F(FakeCuda, BranchesOfALaunchedGraphRunConcurrently) {
+  CUstream side = nullptr;
+  CU_OK(cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
+  CUevent fork = nullptr, join = nullptr;
+  CU_OK(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+  CU_OK(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
+  void* host = nullptr;
+  CU_OK(cuMemHostAlloc(&host, 16, CU_MEMHOSTALLOC_DEVICEMAP));
+  auto* words = static_cast<uint64_t*>(host);
+  words[0] = words[1] = 0;
+  const CUdeviceptr a = reinterpret_cast<CUdeviceptr>(host), b = a + 8;
+
+  CU_OK(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CU_OK(cuEventRecord(fork, stream_));
+  CU_OK(cuStreamWaitEvent(side, fork, 0));
+  CU_OK(cuStreamWaitValue64(stream_, b, 1, CU_STREAM_WAIT_VALUE_EQ));  // branch 0 waits for branch 1 ...
+  CU_OK(cuStreamWriteValue64(stream_, a, 1, 0));
+  CU_OK(cuStreamWriteValue64(side, b, 1, 0));
+  CU_OK(cuStreamWaitValue64(side, a, 1, CU_STREAM_WAIT_VALUE_EQ));  // ... which then waits for branch 0
+  CU_OK(cuEventRecord(join, side));
+  CU_OK(cuStreamWaitEvent(stream_, join, 0));
+  CU_OK(cuStreamWriteValue64(stream_, a, 0, 0));  // re-armed once both passed, for the next replay
+  CU_OK(cuStreamWriteValue64(stream_, b, 0, 0));
+  CUgraph graph = nullptr;
+  CU_OK(cuStreamEndCapture(stream_, &graph));
+  CUgraphExec exec = nullptr;
+  CU_OK(cuGraphInstantiate(&exec, graph, 0));
+  const unsigned long long before = fakeCudaMemopRuns();
+  for (int i = 0; i < 3; i++) CU_OK(cuGraphLaunch(exec, stream_));
+  CU_OK(cuStreamSynchronize(stream_));  // returns only after both branches of every launch ended
+  EXPECT_EQ(before + 3 * 6, fakeCudaMemopRuns());
+  CU_OK(cuGraphExecDestroy(exec));
+  CU_OK(cuGraphDestroy(graph));
+  CU_OK(cuEventQuery(fork));  // events recorded inside a capture do not stay pending
+  CU_OK(cuEventDestroy(fork));
+  CU_OK(cuEventDestroy(join));
+  CU_OK(cuStreamDestroy(side));
+  CU_OK(cuMemFreeHost(host));
+}
+
+}  // namespace

@@ -103,6 +103,7 @@ struct Event {
   std::mutex mu;
   std::shared_ptr<Marker> last;  // the latest record; null before the first
   std::shared_ptr<Graph> capturedIn;  // the last record was captured into this graph
+  int capturedId = 0;                 // ... as this Record node
 };
 
 // ---- streams.cc ----
@@ -153,20 +154,31 @@ CUresult synchronizeContext(Context* ctx);
 CUresult resolveEvent(CUevent h, Event** out);
 
 // ---- capture.cc ----
-// Streams that join a capture (fork/join through events) record into the same op list, so a
-// graph is one serialization of what was captured: valid, since each stream's order and each
-// event wait are kept.
+// A captured operation: work, or an event record/wait inside the capture (an edge between
+// branches, given fresh markers at each launch so replays stay ordered).
+struct Node {
+  enum Kind { Work, Record, Wait } kind = Work;
+  Op op;       // Work
+  int id = 0;  // Record/Wait: which record
+};
+// One branch per stream in the capture (streams join by waiting on an event recorded in it:
+// fork/join). A launch runs the branches concurrently, as the GPU would: branches may wait on
+// each other through memory as well as through events.
 struct Graph {
   std::mutex mu;
-  std::vector<Op> ops;             // guarded by mu
-  std::vector<Stream*> members;    // guarded by mu; members[0] began the capture
-  std::atomic<bool> open{true};    // still being captured
+  std::vector<Stream*> members;              // guarded by mu; members[0] began the capture
+  std::vector<std::vector<Node>> branches;   // guarded by mu; branches[i] recorded from members[i]
+  int records = 0;                           // guarded by mu; Record ids handed out
+  std::vector<std::shared_ptr<Marker>> eventMarkers;  // completed when the capture ends
+  std::atomic<bool> open{true};              // still being captured
   std::atomic<bool> invalidated{false};
 };
 // Ops enqueued on a capturing stream land in its graph instead of running.
 bool captureIfActive(Stream* s, const std::vector<Op>& ops);
-// s, not capturing, waits on an event captured into g: s joins g's capture.
-void joinCapture(Stream* s, const std::shared_ptr<Graph>& g);
+// cuEventRecord on capturing stream s: a Record node; returns its id.
+int captureRecord(Stream* s, const std::shared_ptr<Graph>& g, const std::shared_ptr<Marker>& eventMarker);
+// cuStreamWaitEvent on s for record `id` of capture g: s joins g when it is not in it yet.
+void captureWait(Stream* s, const std::shared_ptr<Graph>& g, int id);
 
 // ---- registries of live handles: a stale or foreign handle is an error, not a crash ----
 template <class T>
