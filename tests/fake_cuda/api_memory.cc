@@ -17,6 +17,7 @@ CUresult enqueueCopy(CUstream hStream, uintptr_t dst, uintptr_t src, size_t byte
   if (CUresult r = resolveStream(hStream, &s)) return r;
   if (bytes == 0) return CUDA_SUCCESS;
   if (copyAddress(dst, bytes) == nullptr || copyAddress(src, bytes) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  FAKE_CUDA_TRACE("stream %p: memcpy %zu bytes 0x%lx -> 0x%lx", static_cast<void*>(s), bytes, src, dst);
   s->enqueue(work([dst, src, bytes] {
     char* d = copyAddress(dst, bytes);
     char* from = copyAddress(src, bytes);
@@ -66,19 +67,22 @@ FAKE_CUDA_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
   uintptr_t p = 0;
-  if (CUresult r = deviceAlloc(ctx, bytesize, &p)) return r;
+  if (CUresult r = deviceAlloc(ctx, bytesize, false, &p)) return r;
+  FAKE_CUDA_TRACE("cuMemAlloc %zu bytes: 0x%lx", bytesize, p);
   *dptr = p;
   return CUDA_SUCCESS;
 }
 
-// Like the real cuMemFree: waits for the context's work first (a kernel may still use it).
+// Like the real cuMemFree: waits for the context's work first (a kernel may still use it),
+// except for stream-ordered memory (cuMemAllocAsync), which it frees at once, as documented.
 FAKE_CUDA_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
   if (dptr == 0) return CUDA_SUCCESS;
   Range r = findRange(dptr);
   if (r.kind != MemKind::Device || r.base != dptr) return CUDA_ERROR_INVALID_VALUE;
-  synchronizeContext(r.ctx);
+  FAKE_CUDA_TRACE("cuMemFree 0x%llx", dptr);
+  if (!r.streamOrdered) synchronizeContext(r.ctx);
   return deviceFree(dptr);
 }
 
@@ -93,7 +97,7 @@ FAKE_CUDA_API CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstr
   Context* ctx = s->ctx();
   if (ctx == nullptr) currentContext(&ctx);
   uintptr_t p = 0;
-  if (CUresult r = deviceAlloc(ctx, bytesize, &p)) return r;
+  if (CUresult r = deviceAlloc(ctx, bytesize, true, &p)) return r;
   *dptr = p;
   return CUDA_SUCCESS;
 }

@@ -102,6 +102,7 @@ CUresult writeValue(const char* what, CUstream hStream, CUdeviceptr addr, T valu
   if (CUresult r = resolveStream(hStream, &s)) return r;
   if ((flags & ~unsigned{CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER}) != 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = checkMemopAddress(what, addr, sizeof(T))) return r;
+  FAKE_CUDA_TRACE("stream %p: %s 0x%llx = %llu", static_cast<void*>(s), what, addr, static_cast<unsigned long long>(value));
   s->enqueue(work([what, addr, value] {
     T* word = memopWord<T>(what, addr);
     if (word == nullptr) return CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -119,6 +120,9 @@ CUresult waitValue(const char* what, CUstream hStream, CUdeviceptr addr, T value
   const unsigned kind = flags & 0x3;
   if ((flags & ~(0x3u | CU_STREAM_WAIT_VALUE_FLUSH)) != 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = checkMemopAddress(what, addr, sizeof(T))) return r;
+  FAKE_CUDA_TRACE("stream %p: %s 0x%llx %s %llu", static_cast<void*>(s), what, addr,
+                  kind == CU_STREAM_WAIT_VALUE_EQ ? "==" : kind == CU_STREAM_WAIT_VALUE_GEQ ? ">=" : "&|",
+                  static_cast<unsigned long long>(value));
   s->enqueue(work([what, addr, value, kind] {
     T* word = memopWord<T>(what, addr);
     if (word == nullptr) return CUDA_ERROR_ILLEGAL_ADDRESS;

@@ -123,6 +123,7 @@ FAKE_CUDA_API CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCapture
   std::lock_guard<std::mutex> g(s->captureMu);
   if (s->capture) return CUDA_ERROR_ILLEGAL_STATE;
   s->capture = std::make_shared<Graph>();
+  FAKE_CUDA_TRACE("stream %p: begin capture into graph %p", static_cast<void*>(s), static_cast<void*>(s->capture.get()));
   s->capture->members.push_back(s);
   s->capture->branches.emplace_back();
   return CUDA_SUCCESS;
@@ -200,6 +201,8 @@ FAKE_CUDA_API CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
     report("cuGraphLaunch: a graph with %zu forked branches launched into a capture is not emulated", extra);
     return CUDA_ERROR_NOT_SUPPORTED;
   }
+  FAKE_CUDA_TRACE("stream %p: launch graph exec %p (%zu branches)", static_cast<void*>(s), static_cast<void*>(exec),
+                  exec->branches.size());
   std::vector<std::shared_ptr<Marker>> markers(exec->records);
   for (auto& m : markers) m = std::make_shared<Marker>();
   if (extra == 0) {

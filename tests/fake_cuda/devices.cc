@@ -265,3 +265,14 @@ FAKE_CUDA_API CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int
   on = true;
   return CUDA_SUCCESS;
 }
+
+FAKE_CUDA_API CUresult cuCtxDisablePeerAccess(CUcontext peerContext) {
+  Context* c = nullptr;
+  if (CUresult r = currentContext(&c)) return r;
+  if (!isContext(peerContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  std::lock_guard<std::mutex> g(table().mu);
+  bool& on = table().peerEnabled[c->device][asContext(peerContext)->device];
+  if (!on) return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+  on = false;
+  return CUDA_SUCCESS;
+}

@@ -2,6 +2,7 @@
 // cuGetErrorName/cuGetErrorString, and the fake's stderr report line.
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include "internal.h"
 
 namespace fakecuda {
@@ -29,6 +30,8 @@ constexpr ErrorText kErrors[] = {
     {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
      "peer access is already enabled"},
+    {CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED",
+     "peer access has not been enabled"},
     {CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
      "part or all of the requested memory range is already mapped"},
     {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
@@ -57,6 +60,14 @@ const ErrorText* find(CUresult r) {
 }
 
 }  // namespace
+
+bool tracing() {
+  static const bool on = [] {
+    const char* env = std::getenv("FAKE_CUDA_TRACE");
+    return env && *env && *env != '0';
+  }();
+  return on;
+}
 
 const char* errorName(CUresult r) {
   const ErrorText* e = find(r);

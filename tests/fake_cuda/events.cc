@@ -75,6 +75,7 @@ FAKE_CUDA_API CUresult cuEventRecord(CUevent h, CUstream hStream) {
   auto marker = std::make_shared<Marker>();
   std::shared_ptr<Graph> graph = s->captureGraph();
   const int id = graph ? captureRecord(s, graph, marker) : 0;
+  FAKE_CUDA_TRACE("stream %p: record event %p%s", static_cast<void*>(s), static_cast<void*>(e), graph ? " (captured)" : "");
   {
     std::lock_guard<std::mutex> ge(e->mu);
     e->last = marker;
@@ -132,6 +133,7 @@ FAKE_CUDA_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent h, unsigned i
     capturedIn = e->capturedIn;
     capturedId = e->capturedId;
   }
+  FAKE_CUDA_TRACE("stream %p: wait event %p%s", static_cast<void*>(s), static_cast<void*>(e), m ? "" : " (never recorded)");
   if (!m) return CUDA_SUCCESS;
   std::shared_ptr<Graph> own = s->captureGraph();
   if (!(capturedIn && capturedIn->open)) capturedIn = nullptr;

@@ -623,6 +623,8 @@ TEST_F(FakeCuda, ContextStackMemoryInfoTimingAnd32BitOperations) {
   EXPECT_EQ(1, peer);
   CU_OK(cuCtxEnablePeerAccess(ctx1, 0));
   EXPECT_EQ(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, cuCtxEnablePeerAccess(ctx1, 0));
+  CU_OK(cuCtxDisablePeerAccess(ctx1));
+  EXPECT_EQ(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, cuCtxDisablePeerAccess(ctx1));
   CU_OK(cuDevicePrimaryCtxRelease(1));
 
   // Memory info follows allocations.
@@ -715,6 +717,32 @@ TEST_F(FakeCuda, BranchesOfALaunchedGraphRunConcurrently) {
   CU_OK(cuEventDestroy(join));
   CU_OK(cuStreamDestroy(side));
   CU_OK(cuMemFreeHost(host));
+}
+
+}  // namespace
+
+namespace {
+
+// cuMemFree waits for the context's work on cuMemAlloc'd memory (a kernel may still use it),
+// but frees cuMemAllocAsync'd memory at once, as documented.
+TEST_F(FakeCuda, MemFreeWaitsForTheContextExceptForStreamOrderedMemory) {
+  Gate gate;
+  CUdeviceptr plain = 0, ordered = 0;
+  CU_OK(cuMemAlloc(&plain, 256));
+  CU_OK(cuLaunchHostFunc(stream_, Gate::wait, &gate));
+  CU_OK(cuMemAllocAsync(&ordered, 256, stream_));
+  CU_OK(cuMemFree(ordered));  // returns although the stream is held
+  std::atomic<bool> freed{false};
+  std::thread t([&] {
+    EXPECT_EQ(CUDA_SUCCESS, cuCtxSetCurrent(ctx_));
+    EXPECT_EQ(CUDA_SUCCESS, cuMemFree(plain));
+    freed = true;
+  });
+  for (int i = 0; i < 200 && !freed; i++) std::this_thread::yield();
+  EXPECT_FALSE(freed.load());
+  gate.open();
+  t.join();
+  EXPECT_TRUE(freed.load());
 }
 
 }  // namespace

@@ -30,6 +30,12 @@ const char* errorString(CUresult r);  // "invalid argument"
 // One line on stderr, prefixed "fake libcuda: " (what the real GPU would show as a fault or an
 // Xid; tests read it).
 void report(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// The same, only when FAKE_CUDA_TRACE is set: what each stream runs, for debugging a backend.
+bool tracing();
+#define FAKE_CUDA_TRACE(...) \
+  do {                       \
+    if (::fakecuda::tracing()) ::fakecuda::report(__VA_ARGS__); \
+  } while (0)
 
 // ---- devices.cc: devices, primary contexts, the thread's current context ----
 struct Context {
@@ -58,8 +64,9 @@ struct Range {
   int fd = -1;
   size_t fdOffset = 0;
   size_t mapped = 0;  // bytes reserved or mapped for it (whole pages)
+  bool streamOrdered = false;  // from cuMemAllocAsync: cuMemFree does not synchronize
 };
-CUresult deviceAlloc(Context* ctx, size_t bytes, uintptr_t* out);
+CUresult deviceAlloc(Context* ctx, size_t bytes, bool streamOrdered, uintptr_t* out);
 CUresult deviceFree(uintptr_t base);  // base of a cuMemAlloc'd (not imported) allocation
 // Maps size bytes at fdOffset of `fd` as device memory (IPC import); takes ownership of fd.
 CUresult importRange(Context* ctx, int fd, size_t fdOffset, size_t size, uintptr_t* out);

@@ -207,6 +207,7 @@ FAKE_CUDA_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsig
   }
   Stream* s = nullptr;
   if (CUresult r = resolveStream(hStream, &s)) return r;
+  FAKE_CUDA_TRACE("stream %p: launch %s", static_cast<void*>(s), k->name.c_str());
   // Counted when it runs, so each replay of a captured launch counts.
   s->enqueue([k, body = kernelOp(*k, kernelParams)](CUresult sticky) {
     if (sticky == CUDA_SUCCESS) countKernel(k->name.c_str());

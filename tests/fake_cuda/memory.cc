@@ -115,7 +115,7 @@ Memory& memory() {
 
 }  // namespace
 
-CUresult deviceAlloc(Context* ctx, size_t bytes, uintptr_t* out) {
+CUresult deviceAlloc(Context* ctx, size_t bytes, bool streamOrdered, uintptr_t* out) {
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   Memory& m = memory();
   std::unique_lock<std::shared_mutex> g(m.mu);
@@ -132,6 +132,7 @@ CUresult deviceAlloc(Context* ctx, size_t bytes, uintptr_t* out) {
   r.fd = m.fd();
   r.fdOffset = offset;
   r.mapped = mapped;
+  r.streamOrdered = streamOrdered;
   m.ranges[r.base] = r;
   m.used += mapped;
   *out = r.base;

@@ -59,6 +59,8 @@ void Stream::run() {
       sticky = sticky_;
     }
     CUresult r = op(sticky);
+    if (r != CUDA_SUCCESS && sticky == CUDA_SUCCESS)
+      FAKE_CUDA_TRACE("stream %p: failed with %s; later work on it does not run", static_cast<void*>(this), errorName(r));
     {
       std::lock_guard<std::mutex> g(mu_);
       if (sticky_ == CUDA_SUCCESS) sticky_ = r;
