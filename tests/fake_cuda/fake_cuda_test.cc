@@ -2,6 +2,10 @@
 // contexts, memory the CPU cannot touch, stream order, events, memory operations, kernels run
 // by the host kernels, copies, faults on unknown host memory, IPC with another process, and
 // graph capture with replay.
+// The same program checks a REAL driver on a GPU machine (is the fake faithful?): run it with
+// LD_LIBRARY_PATH naming the folder of the real libcuda.so.1 (searched before the RUNPATH) and
+// ACCL_TEST_BUILD_DIR holding lib/accl_device_kernels.fatbin. What only the fake can answer
+// (its hooks, its device's figures, its stderr lines, a second device) is then left out.
 #include <cuda.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -10,6 +14,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +29,31 @@ namespace {
 const int kDevicesSet = setenv("FAKE_CUDA_DEVICES", "2", 1);
 
 #define CU_OK(call) ASSERT_EQ(CUDA_SUCCESS, (call)) << #call
+
+// The fake, or a real driver (then fake-only checks are skipped).
+bool onFake() {
+  static const bool fake = fakeCudaAvailable();
+  return fake;
+}
+int deviceCountNow() {
+  int n = 0;
+  return cuDeviceGetCount(&n) == CUDA_SUCCESS ? n : 0;
+}
+#define NEEDS_FAKE() \
+  if (!onFake()) GTEST_SKIP() << "a check of the fake itself (running on a real driver)"
+#define NEEDS_TWO_DEVICES() \
+  if (deviceCountNow() < 2) GTEST_SKIP() << "needs two devices (the fake has FAKE_CUDA_DEVICES=2 here)"
+
+// The kernels' fatbin when it was built (a real driver needs it; the fake takes any image).
+const std::string& kernelImage() {
+  static const std::string image = [] {
+    const char* dir = std::getenv("ACCL_TEST_BUILD_DIR");
+    std::ifstream in(std::string(dir ? dir : "build") + "/lib/accl_device_kernels.fatbin", std::ios::binary);
+    std::string bytes{std::istreambuf_iterator<char>(in), {}};
+    return bytes.empty() ? std::string("any image: the fake ignores it") : bytes;
+  }();
+  return image;
+}
 
 // A host-side gate a stream can be held behind (a host function that waits for open()).
 struct Gate {
@@ -42,7 +73,11 @@ class FakeCuda : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_EQ(0, kDevicesSet);
-    ASSERT_TRUE(fakeCudaAvailable());
+    if (!onFake()) {
+      static bool said = false;
+      if (!said) fprintf(stderr, "fake_cuda_test: on a REAL CUDA driver (fake-only checks skipped)\n");
+      said = true;
+    }
     CU_OK(cuInit(0));
     CU_OK(cuDeviceGet(&dev_, 0));
     CU_OK(cuDevicePrimaryCtxRetain(&ctx_, dev_));
@@ -60,10 +95,9 @@ class FakeCuda : public ::testing::Test {
     return p;
   }
   CUfunction function(const char* name) {
-    static const char kImage[] = "any image: the fake ignores it";
     CUmodule m = nullptr;
     CUfunction f = nullptr;
-    EXPECT_EQ(CUDA_SUCCESS, cuModuleLoadData(&m, kImage));
+    EXPECT_EQ(CUDA_SUCCESS, cuModuleLoadData(&m, kernelImage().data()));
     EXPECT_EQ(CUDA_SUCCESS, cuModuleGetFunction(&f, m, name));
     return f;
   }
@@ -76,6 +110,7 @@ class FakeCuda : public ::testing::Test {
 };
 
 TEST_F(FakeCuda, DevicesLookLikeSm90PartsWithDistinctIdentities) {
+  NEEDS_FAKE();
   int n = 0, v = 0;
   CU_OK(cuDeviceGetCount(&n));
   EXPECT_EQ(2, n);
@@ -170,6 +205,10 @@ TEST_F(FakeCuda, PointerAttributesTellDeviceFromHostMemory) {
   EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, pageableAddr));
   EXPECT_EQ(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, cuMemHostUnregister(pageable.data()));
 
+  CU_OK(cuMemFreeHost(pinned));
+  CU_OK(cuMemFree(d));
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuMemFree(d));
+  NEEDS_TWO_DEVICES();
   // Memory of the second device says so.
   CUcontext ctx1 = nullptr;
   CUdeviceptr d1 = 0;
@@ -181,9 +220,6 @@ TEST_F(FakeCuda, PointerAttributesTellDeviceFromHostMemory) {
   CU_OK(cuMemFree(d1));
   CU_OK(cuCtxSetCurrent(ctx_));
   CU_OK(cuDevicePrimaryCtxRelease(1));
-  CU_OK(cuMemFreeHost(pinned));
-  CU_OK(cuMemFree(d));
-  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuMemFree(d));
 }
 
 TEST_F(FakeCuda, StreamRunsItsWorkInOrderAndQueryTellsWhenDone) {
@@ -273,7 +309,9 @@ TEST_F(FakeCuda, StreamMemoryOperationsWaitAndWrite) {
   EXPECT_EQ(42u, back);
   uint64_t pageable = 0;
   EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuStreamWriteValue64(stream_, reinterpret_cast<CUdeviceptr>(&pageable), 1, 0));
-  EXPECT_GE(fakeCudaMemopRuns(), 5u);
+  if (onFake()) {
+    EXPECT_GE(fakeCudaMemopRuns(), 5u);
+  }
   CU_OK(cuMemFree(dev));
   CU_OK(cuMemFreeHost(host));
 }
@@ -320,11 +358,13 @@ TEST_F(FakeCuda, KernelsComputeWhatTheCudaKernelsDo) {
   CU_OK(cuMemcpyDtoHAsync(copied.data(), dout, bytes, stream_));
   CU_OK(cuStreamSynchronize(stream_));
   EXPECT_EQ(0, std::memcmp(copied.data(), reinterpret_cast<const char*>(a.data()) + 1, bytes));
-  EXPECT_GE(fakeCudaKernelRuns("accl_copy"), 1u);
+  if (onFake()) {
+    EXPECT_GE(fakeCudaKernelRuns("accl_copy"), 1u);
+  }
 
   CUmodule m = nullptr;
   CUfunction f = nullptr;
-  CU_OK(cuModuleLoadData(&m, "x"));
+  CU_OK(cuModuleLoadData(&m, kernelImage().data()));
   EXPECT_EQ(CUDA_ERROR_NOT_FOUND, cuModuleGetFunction(&f, m, "accl_reduce2_float32_avg"));
   for (CUdeviceptr p : {da, db, dout, di, dk}) CU_OK(cuMemFree(p));
 }
@@ -381,8 +421,10 @@ TEST_F(FakeCuda, KernelTouchingUnregisteredHostMemoryFaultsTheStream) {
   const std::string err = ::testing::internal::GetCapturedStderr();
   char addr[32];
   snprintf(addr, sizeof addr, "0x%llx", src);
-  EXPECT_NE(std::string::npos, err.find(addr)) << err;
-  EXPECT_NE(std::string::npos, err.find("illegal address")) << err;
+  if (onFake()) {
+    EXPECT_NE(std::string::npos, err.find(addr)) << err;
+    EXPECT_NE(std::string::npos, err.find("illegal address")) << err;
+  }
   // Sticky: later work does not run, and every later query and synchronize says so.
   std::atomic<int> ran{0};
   CU_OK(cuLaunchHostFunc(stream_, [](void* p) { static_cast<std::atomic<int>*>(p)->store(1); }, &ran));
@@ -438,7 +480,7 @@ TEST_F(FakeCuda, CapturedWorkRunsOnlyWhenTheGraphIsLaunchedAndReplays) {
   std::atomic<int> hostRuns{0};
   CUfunction sum = function("accl_reduce2_int64_sum");
   size_t count = n;
-  const unsigned long long kernelsBefore = fakeCudaKernelRuns("accl_reduce2_int64_sum");
+  const unsigned long long kernelsBefore = onFake() ? fakeCudaKernelRuns("accl_reduce2_int64_sum") : 0;
 
   CU_OK(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -463,7 +505,9 @@ TEST_F(FakeCuda, CapturedWorkRunsOnlyWhenTheGraphIsLaunchedAndReplays) {
   CU_OK(cuStreamSynchronize(stream_));
   EXPECT_EQ(3, hostRuns.load());
   EXPECT_EQ(1u, *flag);
-  EXPECT_EQ(kernelsBefore + 3, fakeCudaKernelRuns("accl_reduce2_int64_sum"));
+  if (onFake()) {
+    EXPECT_EQ(kernelsBefore + 3, fakeCudaKernelRuns("accl_reduce2_int64_sum"));
+  }
   CU_OK(cuMemcpyDtoH(acc.data(), dacc, n * 8));
   for (size_t i = 0; i < n; i++) ASSERT_EQ(100 + 3 * static_cast<int64_t>(i), acc[i]) << i;
   CU_OK(cuGraphExecDestroy(exec));
@@ -608,6 +652,7 @@ TEST_F(FakeCuda, ThreadsWithTheirOwnStreamsRunConcurrentlyAndCorrectly) {
 namespace {
 
 TEST_F(FakeCuda, ContextStackMemoryInfoTimingAnd32BitOperations) {
+  NEEDS_TWO_DEVICES();
   // Context stack: push/pop around the current context.
   CUcontext ctx1 = nullptr, popped = nullptr, cur = nullptr;
   CU_OK(cuDevicePrimaryCtxRetain(&ctx1, 1));
@@ -633,7 +678,11 @@ TEST_F(FakeCuda, ContextStackMemoryInfoTimingAnd32BitOperations) {
   CUdeviceptr p = 0;
   CU_OK(cuMemAlloc(&p, 1 << 20));
   CU_OK(cuMemGetInfo(&free1, &total));
-  EXPECT_EQ(free0 - (1 << 20), free1);
+  if (onFake()) {
+    EXPECT_EQ(free0 - (1 << 20), free1);
+  } else {
+    EXPECT_LE(free1, free0 - (1 << 20));  // the real driver rounds allocations up
+  }
 
   // 32-bit set and memory operations.
   CU_OK(cuMemsetD32Async(p, 0xA5A5A5A5u, 4, stream_));
@@ -706,10 +755,12 @@ TEST_F(FakeCuda, BranchesOfALaunchedGraphRunConcurrently) {
   CU_OK(cuStreamEndCapture(stream_, &graph));
   CUgraphExec exec = nullptr;
   CU_OK(cuGraphInstantiate(&exec, graph, 0));
-  const unsigned long long before = fakeCudaMemopRuns();
+  const unsigned long long before = onFake() ? fakeCudaMemopRuns() : 0;
   for (int i = 0; i < 3; i++) CU_OK(cuGraphLaunch(exec, stream_));
   CU_OK(cuStreamSynchronize(stream_));  // returns only after both branches of every launch ended
-  EXPECT_EQ(before + 3 * 6, fakeCudaMemopRuns());
+  if (onFake()) {
+    EXPECT_EQ(before + 3 * 6, fakeCudaMemopRuns());
+  }
   CU_OK(cuGraphExecDestroy(exec));
   CU_OK(cuGraphDestroy(graph));
   CU_OK(cuEventQuery(fork));  // events recorded inside a capture do not stay pending
