@@ -1,6 +1,9 @@
 // socket_link.cc: shared state of a striped socket connection, and how its failures are told.
 #include "transports/socket/socket_link.h"
+#include <sys/socket.h>
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include "base/log.h"
 #include "topo/ifaces.h"
 
@@ -48,8 +51,81 @@ SocketLink::SocketLink(std::vector<net::Socket> sockets, size_t ringBytes, const
       in(ringBytes, st),
       bell(b),
       peer(std::move(p)),
-      eof(new std::atomic<bool>[static_cast<size_t>(st.nsocks)]) {
-  for (int s = 0; s < st.nsocks; s++) eof[s].store(false, std::memory_order_relaxed);
+      eof(new std::atomic<bool>[static_cast<size_t>(st.nsocks)]),
+      sendBusy(new std::atomic<bool>[static_cast<size_t>(st.nsocks)]),
+      recvBusy(new std::atomic<bool>[static_cast<size_t>(st.nsocks)]) {
+  for (int s = 0; s < st.nsocks; s++) {
+    eof[s].store(false, std::memory_order_relaxed);
+    sendBusy[s].store(false, std::memory_order_relaxed);
+    recvBusy[s].store(false, std::memory_order_relaxed);
+  }
+}
+
+namespace {
+
+bool transient(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
+
+// Holds one socket direction for the current thread, or nothing if another thread has it.
+class TryHold {
+ public:
+  explicit TryHold(std::atomic<bool>& busy) : busy_(busy), held_(!busy.exchange(true, std::memory_order_acquire)) {}
+  ~TryHold() {
+    if (held_) busy_.store(false, std::memory_order_release);
+  }
+  bool held() const { return held_; }
+
+ private:
+  std::atomic<bool>& busy_;
+  bool held_;
+};
+
+}  // namespace
+
+bool SocketLink::pumpSend(int s) {
+  TryHold hold(sendBusy[s]);
+  if (!hold.held()) return false;
+  bool moved = false;
+  for (;;) {
+    uint64_t pos = out.cursor[s].load(std::memory_order_relaxed);
+    uint64_t tail = out.ring.tail.load(std::memory_order_acquire);
+    if (tail <= pos) return moved;
+    size_t len = static_cast<size_t>(std::min(tail, stripe.chunkEnd(pos)) - pos);
+    ssize_t n = ::send(socks[s].fd(), out.ring.at(pos), len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      out.cursor[s].store(stripe.advance(pos, static_cast<size_t>(n)), std::memory_order_release);
+      moved = true;
+      continue;
+    }
+    if (n < 0 && transient(errno)) return moved;
+    fail(ncclRemoteError, std::string("send: ") + (n < 0 ? strerror(errno) : "no progress"));
+    return moved;
+  }
+}
+
+bool SocketLink::pumpRecv(int s) {
+  TryHold hold(recvBusy[s]);
+  if (!hold.held()) return false;
+  bool moved = false;
+  while (!eof[s].load(std::memory_order_relaxed)) {
+    uint64_t pos = in.cursor[s].load(std::memory_order_relaxed);
+    uint64_t limit = std::min(in.ring.head.load(std::memory_order_acquire) + in.ring.cap, stripe.chunkEnd(pos));
+    if (limit <= pos) return moved;
+    ssize_t n = ::recv(socks[s].fd(), in.ring.at(pos), static_cast<size_t>(limit - pos), MSG_DONTWAIT);
+    if (n > 0) {
+      in.cursor[s].store(stripe.advance(pos, static_cast<size_t>(n)), std::memory_order_release);
+      moved = true;
+      continue;
+    }
+    if (n < 0 && transient(errno)) return moved;
+    if (n == 0 || errno == ECONNRESET || errno == EPIPE) {
+      // Only an error if the receiver later waits for bytes that never came (see peek()).
+      eof[s].store(true, std::memory_order_release);
+      return true;
+    }
+    fail(ncclRemoteError, std::string("recv: ") + strerror(errno));
+    return moved;
+  }
+  return moved;
 }
 
 void SocketLink::fail(int result, const std::string& what) {

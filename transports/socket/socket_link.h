@@ -56,9 +56,19 @@ struct SocketLink {
   SocketPeer peer;
 
   std::unique_ptr<std::atomic<bool>[]> eof;  // per socket: the peer closed it
+  // Per socket and direction: someone is moving bytes on it now. The helper thread and the
+  // executor (inline, small messages) both pump; whoever finds the socket taken skips it, so
+  // each cursor still has one writer at a time.
+  std::unique_ptr<std::atomic<bool>[]> sendBusy, recvBusy;
   std::atomic<bool> stopping{false};
   std::atomic<bool> closedLocally{false};
   std::atomic<int> error{0};  // ncclResult_t of the first hard failure (0 = none)
+
+  // Move what socket s can move now without blocking (send: ring -> socket; receive: socket
+  // -> ring); true if any byte moved. Skips the socket when another thread is pumping it.
+  // The caller publishes the new ring end (StreamDir::publishMin).
+  bool pumpSend(int s);
+  bool pumpRecv(int s);
 
   // Records the first hard failure (WARNs it) and wakes the executor.
   void fail(int result, const std::string& what);

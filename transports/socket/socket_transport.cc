@@ -1,5 +1,6 @@
 // socket_transport.cc: the executor's side of a striped socket connection. acquire/commit and
-// peek/release only touch the staging rings; the helper threads (socket_worker.cc) do all I/O.
+// peek/release work on the staging rings; the helper threads (socket_worker.cc) move the bulk
+// of the bytes, but small commits are sent, and awaited bytes read, by the executor itself.
 #include "transports/socket/socket_transport.h"
 #include <algorithm>
 #include "base/check.h"
@@ -10,6 +11,10 @@ namespace accl {
 namespace {
 
 // Most of the ring stays in flight while each socket still gets whole chunks.
+// Commits up to this size are sent by the committing thread itself (one send() each), larger
+// ones by the helper threads, so the executor keeps reducing while they stream.
+constexpr size_t kInlineSendBytes = 16 << 10;
+
 size_t chunkBytes(size_t ringBytes, int nsocks) {
   size_t chunk = ringBytes / (4 * static_cast<size_t>(nsocks));
   chunk = std::clamp<size_t>(chunk, 4 << 10, 512 << 10);
@@ -117,8 +122,19 @@ ncclResult_t SocketSend::acquire(void** buf, size_t* avail) {
 }
 
 void SocketSend::commit(size_t n) {
-  StagingRing& ring = conn_->link().out.ring;
-  ring.tail.store(ring.tail.load(std::memory_order_relaxed) + n, std::memory_order_seq_cst);
+  SocketLink& link = conn_->link();
+  StagingRing& ring = link.out.ring;
+  const uint64_t tail = ring.tail.load(std::memory_order_relaxed) + n;
+  ring.tail.store(tail, std::memory_order_seq_cst);
+  if (n <= kInlineSendBytes) {
+    // Small: send it now from this thread. Waking the helper thread instead costs a syscall
+    // plus a 20-30 us thread wake-up on a small VM, more than the whole transfer.
+    bool sent = false;
+    for (int s = 0; s < link.stripe.nsocks; s++)
+      if (link.out.cursor[s].load(std::memory_order_relaxed) < tail) sent |= link.pumpSend(s);
+    if (sent) link.out.publishMin(ring.head);
+    if (ring.head.load(std::memory_order_acquire) >= tail) return;  // all of it is on the wire
+  }
   conn_->wakeWorkers();
 }
 
@@ -139,6 +155,13 @@ ncclResult_t SocketRecv::peek(const void** buf, size_t* avail) {
   size_t off = head & (ring.cap - 1);
   *buf = ring.at(head);
   *avail = std::min(used, ring.cap - off);
+  if (*avail == 0 && link.pumpRecv(link.stripe.socketOf(head))) {
+    // Nothing staged: read the socket that carries the next byte ourselves rather than wait
+    // for the helper thread to wake up, read it and ring our doorbell.
+    link.in.publishMin(ring.tail);
+    used = static_cast<size_t>(ring.tail.load(std::memory_order_acquire) - head);
+    *avail = std::min(used, ring.cap - off);
+  }
   if (*avail == 0) {
     NCCLCHECK(conn_->failure());
     if (link.blockedOnEof()) {
@@ -152,9 +175,17 @@ ncclResult_t SocketRecv::peek(const void** buf, size_t* avail) {
 }
 
 void SocketRecv::release(size_t n) {
-  StagingRing& ring = conn_->link().in.ring;
-  ring.head.store(ring.head.load(std::memory_order_relaxed) + n, std::memory_order_seq_cst);
-  conn_->wakeWorkers();
+  SocketLink& link = conn_->link();
+  StagingRing& ring = link.in.ring;
+  const uint64_t oldHead = ring.head.load(std::memory_order_relaxed);
+  ring.head.store(oldHead + n, std::memory_order_seq_cst);
+  // A sleeping helper stops reading a socket only when the ring had no room for it (cursor
+  // at head + cap, see SocketWorker::sleepUntilReady); it read head no later than our last
+  // release, so only then does the new room need a wake-up (a syscall and a thread switch).
+  bool wasFull = false;
+  for (int s = 0; s < link.stripe.nsocks; s++)
+    wasFull = wasFull || link.in.cursor[s].load(std::memory_order_relaxed) >= oldHead + ring.cap;
+  if (wasFull) conn_->wakeWorkers();
 }
 
 ncclResult_t SocketRecv::progress() { return conn_->failure(); }

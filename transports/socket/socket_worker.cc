@@ -12,12 +12,6 @@
 
 namespace accl {
 
-namespace {
-
-bool transient(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
-
-}  // namespace
-
 SocketWorker::SocketWorker(SocketLink* link, std::vector<int> sockets, const topo::CpuMask& cpus)
     : link_(link), sockets_(std::move(sockets)), eventFd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   thread_ = std::thread([this, cpus] {
@@ -47,53 +41,6 @@ void SocketWorker::join() {
   if (!thread_.joinable()) return;
   signal();
   thread_.join();
-}
-
-bool SocketWorker::pumpSend(int s) {
-  StreamDir& dir = link_->out;
-  const Stripe& st = link_->stripe;
-  bool moved = false;
-  for (;;) {
-    uint64_t pos = dir.cursor[s].load(std::memory_order_relaxed);
-    uint64_t tail = dir.ring.tail.load(std::memory_order_acquire);
-    if (tail <= pos) return moved;
-    size_t len = static_cast<size_t>(std::min(tail, st.chunkEnd(pos)) - pos);
-    ssize_t n = ::send(link_->socks[s].fd(), dir.ring.at(pos), len, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n > 0) {
-      dir.cursor[s].store(st.advance(pos, static_cast<size_t>(n)), std::memory_order_release);
-      moved = true;
-      continue;
-    }
-    if (n < 0 && transient(errno)) return moved;
-    link_->fail(ncclRemoteError, std::string("send: ") + (n < 0 ? strerror(errno) : "no progress"));
-    return moved;
-  }
-}
-
-bool SocketWorker::pumpRecv(int s) {
-  StreamDir& dir = link_->in;
-  const Stripe& st = link_->stripe;
-  bool moved = false;
-  while (!link_->eof[s].load(std::memory_order_relaxed)) {
-    uint64_t pos = dir.cursor[s].load(std::memory_order_relaxed);
-    uint64_t limit = std::min(dir.ring.head.load(std::memory_order_acquire) + dir.ring.cap, st.chunkEnd(pos));
-    if (limit <= pos) return moved;
-    ssize_t n = ::recv(link_->socks[s].fd(), dir.ring.at(pos), static_cast<size_t>(limit - pos), MSG_DONTWAIT);
-    if (n > 0) {
-      dir.cursor[s].store(st.advance(pos, static_cast<size_t>(n)), std::memory_order_release);
-      moved = true;
-      continue;
-    }
-    if (n < 0 && transient(errno)) return moved;
-    if (n == 0 || errno == ECONNRESET || errno == EPIPE) {
-      // Only an error if the receiver later waits for bytes that never came (see peek()).
-      link_->eof[s].store(true, std::memory_order_release);
-      return true;
-    }
-    link_->fail(ncclRemoteError, std::string("recv: ") + strerror(errno));
-    return moved;
-  }
-  return moved;
 }
 
 void SocketWorker::sleepUntilReady() {
@@ -135,8 +82,8 @@ void SocketWorker::run() {
     bool sent = false;
     bool received = false;
     for (int s : sockets_) {
-      sent |= pumpSend(s);
-      received |= pumpRecv(s);
+      sent |= link_->pumpSend(s);
+      received |= link_->pumpRecv(s);
     }
     if (sent) link_->out.publishMin(link_->out.ring.head);
     if (received) link_->in.publishMin(link_->in.ring.tail);

@@ -1,5 +1,6 @@
 // socket_worker.h: a helper thread that moves bytes between a connection's staging rings and
-// some of its sockets (both directions), so the executor never touches a socket. It blocks
+// some of its sockets (both directions), so the executor does not wait on large transfers
+// (small ones it moves itself, see socket_transport.cc). It blocks
 // in poll() when there is nothing to move; the executor wakes it through an eventfd only
 // when it may be asleep (Dekker handshake on `sleeping_`), so a busy stream costs no syscall.
 #pragma once
@@ -26,8 +27,6 @@ class SocketWorker {
 
  private:
   void run();
-  bool pumpSend(int s);
-  bool pumpRecv(int s);
   void sleepUntilReady();
   void signal();
 
