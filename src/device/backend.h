@@ -55,6 +55,10 @@ class Buffer {
 };
 
 using StreamTask = std::function<ncclResult_t()>;
+// A task that can run in slices: with budgetUsec >= 0 it runs on the enqueuing thread and may
+// stop once it has waited that long without progress, leaving *done false; with budget -1 it
+// runs on the stream's own thread, to the end.
+using ResumableTask = std::function<ncclResult_t(int64_t budgetUsec, bool* done)>;
 
 class Backend {
  public:
@@ -79,6 +83,14 @@ class Backend {
   virtual ncclResult_t resolveStream(const char* fn, cudaStream_t s, StreamRef* out) = 0;
   // Runs `task` in order on a stream that is not StreamKind::Caller.
   virtual void enqueue(const StreamRef& s, StreamTask task) = 0;
+  // Like enqueue; a backend may start the task right here when the stream is idle (the host
+  // backend does, so an op whose peers are ready costs no thread hand-off).
+  virtual void enqueueResumable(const StreamRef& s, ResumableTask task) {
+    enqueue(s, [task = std::move(task)] {
+      bool done = false;
+      return task(-1, &done);
+    });
+  }
   // Later work on each of `others` waits until everything enqueued on `first` so far is done.
   virtual void orderAfter(const StreamRef& first, const std::vector<StreamRef>& others) = 0;
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include "base/log.h"
+#include "base/param.h"
 #include "device/backend.h"
 #include "device/host_stream.h"
 
@@ -67,6 +68,9 @@ class HostBackend final : public Backend {
   }
 
   void enqueue(const StreamRef& s, StreamTask task) override { s.host->enqueue(std::move(task)); }
+  void enqueueResumable(const StreamRef& s, ResumableTask task) override {
+    s.host->enqueueResumable(std::move(task), param::streamInlineUsec());
+  }
 
   void orderAfter(const StreamRef& first, const std::vector<StreamRef>& others) override {
     if (first.kind != StreamKind::Host) return;  // Caller work is done before anything else runs

@@ -57,6 +57,41 @@ void HostStream::enqueue(StreamTask task) {
   workCv_.notify_one();
 }
 
+void HostStream::enqueueResumable(std::function<ncclResult_t(int64_t, bool*)> task, int64_t inlineUsec) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    const bool idle = pending_.load(std::memory_order_relaxed) == 0 && !stopping_;
+    if (!idle || inlineUsec < 0) {
+      queue_.push_back([task = std::move(task)] {
+        bool done = false;
+        return task(-1, &done);
+      });
+      pending_.fetch_add(1);
+      queued_.fetch_add(1);
+      workCv_.notify_one();
+      return;
+    }
+    inlineRunning_ = true;  // the stream is ours: enqueues queue behind, the worker waits
+    pending_.fetch_add(1);
+  }
+  bool done = false;
+  ncclResult_t res = task(inlineUsec, &done);
+  std::lock_guard<std::mutex> lk(mu_);
+  inlineRunning_ = false;
+  if (!done) {  // it waits on peers: the worker finishes it, before anything queued since
+    queue_.push_front([task = std::move(task)] {
+      bool finished = false;
+      return task(-1, &finished);
+    });
+    queued_.fetch_add(1);
+    workCv_.notify_one();
+    return;
+  }
+  if (res != ncclSuccess && error_ == ncclSuccess) error_ = res;
+  if (pending_.fetch_sub(1) == 1) idleCv_.notify_all();
+  if (!queue_.empty()) workCv_.notify_one();
+}
+
 void HostStream::run() {
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
@@ -65,7 +100,7 @@ void HostStream::run() {
       spinUntil([&] { return queued_.load(std::memory_order_acquire) != 0; });
       lk.lock();
     }
-    workCv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+    workCv_.wait(lk, [&] { return (stopping_ || !queue_.empty()) && !inlineRunning_; });
     if (queue_.empty()) return;  // stopping and drained
     StreamTask task = std::move(queue_.front());
     queue_.pop_front();

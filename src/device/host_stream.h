@@ -22,6 +22,11 @@ class HostStream {
   HostStream();
   ~HostStream();  // drains the queue, then joins the worker
   void enqueue(StreamTask task);
+  // When the stream is idle, runs `task` on the calling thread for up to `inlineUsec` of
+  // waiting (a ready op then finishes with no hand-off to the worker, which costs a thread
+  // switch per op on a busy host); whatever is left goes to the front of the queue, ahead of
+  // anything enqueued meanwhile. Otherwise (or with inlineUsec < 0) it is simply queued.
+  void enqueueResumable(std::function<ncclResult_t(int64_t, bool*)> task, int64_t inlineUsec);
   ncclResult_t synchronize();
   // ncclSuccess when idle, ncclInProgress while work is pending, or the sticky error.
   ncclResult_t query();
@@ -37,6 +42,7 @@ class HostStream {
   std::atomic<uint64_t> queued_{0};
   std::atomic<uint64_t> pending_{0};
   bool stopping_ = false;
+  bool inlineRunning_ = false;  // a caller runs the stream's head task; the worker waits
   ncclResult_t error_ = ncclSuccess;
   std::thread worker_;
 };

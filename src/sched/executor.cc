@@ -328,6 +328,12 @@ void checkHangs(std::vector<std::unique_ptr<CommWork>>& works, uint64_t* seenRep
 }  // namespace
 
 ncclResult_t executeWorks(std::vector<std::unique_ptr<CommWork>>& works) {
+  bool done = false;
+  return executeWorksFor(works, -1, &done);
+}
+
+ncclResult_t executeWorksFor(std::vector<std::unique_ptr<CommWork>>& works, int64_t budgetUsec, bool* done) {
+  *done = false;
   int maxLocal = 1;
   for (auto& w : works) maxLocal = std::max(maxLocal, w->comm->localRankCount());
   const bool oversubscribed = maxLocal > onlineCores();
@@ -358,6 +364,7 @@ ncclResult_t executeWorks(std::vector<std::unique_ptr<CommWork>>& works) {
       idleSince = Clock::now();
     }
     int64_t waited = usecSince(idleSince);
+    if (budgetUsec >= 0 && waited >= budgetUsec) return ncclSuccess;  // the caller hands the rest on
     if (waited < spinUsec) {
       for (int i = 0; i < 16; i++) cpuRelax();
       continue;
@@ -389,6 +396,7 @@ ncclResult_t executeWorks(std::vector<std::unique_ptr<CommWork>>& works) {
     }
     leaveDoorbells(plan.bells.data(), static_cast<int>(plan.bells.size()));
   }
+  *done = true;
   ncclResult_t first = ncclSuccess;
   for (auto& w : works)
     if (w->result != ncclSuccess && first == ncclSuccess) first = w->result;

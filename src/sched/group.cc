@@ -96,11 +96,21 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
     }
     it->works->push_back(std::move(works[i]));
   }
+  // A lone stream batch may start on this thread (Backend::enqueueResumable) when nothing
+  // else of this launch must run here or be ordered after it.
+  const bool mayStartHere = byStream.size() == 1 && inline_.empty() && dependents.empty();
   for (auto& b : byStream) {
     auto streamWorks = b.works;
     // A host stream's worker runs on the helper CPUs of the communicator it works for.
     topo::CpuMask cpus;
     if (b.stream.kind == dev::StreamKind::Host) cpus = streamWorks->front()->comm->helperCpus;
+    if (mayStartHere) {
+      b.backend->enqueueResumable(b.stream, [streamWorks, cpus](int64_t budgetUsec, bool* done) {
+        if (budgetUsec < 0) placeStreamWorker(cpus);  // on the stream's thread, not the caller's
+        return executeWorksFor(*streamWorks, budgetUsec, done);
+      });
+      continue;
+    }
     b.backend->enqueue(b.stream, [streamWorks, cpus]() {
       placeStreamWorker(cpus);
       return executeWorks(*streamWorks);

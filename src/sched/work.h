@@ -101,5 +101,8 @@ void installHangReportSignal();
 // Runs all works to completion (or failure) in the calling thread, interleaving them so no
 // work waits on another. Returns the first error.
 ncclResult_t executeWorks(std::vector<std::unique_ptr<CommWork>>& works);
+// The same, but gives up once it has waited budgetUsec (>= 0) without progress, leaving
+// *done false; the works keep their state, so a later call carries on where this one stopped.
+ncclResult_t executeWorksFor(std::vector<std::unique_ptr<CommWork>>& works, int64_t budgetUsec, bool* done);
 
 }  // namespace accl

@@ -55,6 +55,8 @@ TEST(HelperThreadCpus, SocketHostStreamAndStatusThreadsRunOnTheRanksNumaNode) {
   setenv("NCCL_IGNORE_CPU_AFFINITY", "1", 1);
   setenv("NCCL_SHM_DISABLE", "1", 1);  // sockets: one helper thread per peer connection
   setenv("NCCL_NET_PLUGIN", "none", 1);
+  // The stream's own thread runs the work (not the caller, as on an idle stream), so it is placed.
+  setenv("ACCL_STREAM_INLINE_USEC", "-1", 1);
 
   ASSERT_EQ(countEqual(otherThreadsCpus(), "0-1"), 0);  // nothing of ours runs yet
   cudaStream_t stream;
