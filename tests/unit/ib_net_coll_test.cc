@@ -3,10 +3,11 @@
 // multi-host job would: net_select picks the IB module, connections are made by its
 // listen/connect/accept (QpInfo over TCP), and the byte rings of net_connection.h become RDMA
 // writes with immediate on the fake (tests/unit/ib_fake_verbs.h). Results are checked against
-// sums computed here.
+// sums computed here. Also: without NCCL_NET a usable IB port is chosen by default.
 #include <gtest/gtest.h>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <vector>
 #include "nccl.h"
@@ -24,27 +25,82 @@ uint64_t bytesWritten(fake::Fabric& f) {
   return f.bytesWritten;
 }
 
-TEST(IbNetCollectives, AllReduceAllGatherAndSendRecvGoThroughTheIbModule) {
-  // Outlives the process's IB module, which is never destroyed.
-  static fake::Fabric fabric;
-  IbPort port;
-  port.device = "mlx5_0";
-  port.active = true;
-  port.ethernet = true;
-  port.speedMbps = 100000;
-  Gid gid{};
-  gid[10] = gid[11] = 0xff;
-  gid[15] = 1;
-  auto host = std::make_shared<fake::Host>(fabric, 1, std::vector<IbPort>{port}, PortInfo{0, true, 4096},
-                                           std::vector<GidEntry>{{3, gid, GidType::RoceV2}});
-  setIbVerbsForTesting(host);
+// The fake fabric and the host the process's IB module sees, installed once per process (the
+// module is made at the first communicator and never replaced). Both outlive it.
+struct FakeIb {
+  fake::Fabric fabric;
+  std::shared_ptr<fake::Host> host;
+};
+FakeIb& installFakeIb() {
+  static FakeIb& ib = [] () -> FakeIb& {
+    static FakeIb f;
+    IbPort port;
+    port.device = "mlx5_0";
+    port.active = true;
+    port.ethernet = true;
+    port.speedMbps = 100000;
+    Gid gid{};
+    gid[10] = gid[11] = 0xff;
+    gid[15] = 1;
+    f.host = std::make_shared<fake::Host>(f.fabric, 1, std::vector<IbPort>{port}, PortInfo{0, true, 4096},
+                                          std::vector<GidEntry>{{3, gid, GidType::RoceV2}});
+    setIbVerbsForTesting(f.host);
+    return f;
+  }();
   setenv("NCCL_SHM_DISABLE", "1", 1);  // ranks share a host: without this they would use shm
+  setenv("NCCL_NET_PLUGIN", "none", 1);
+  return ib;
+}
+
+// A two-rank all-reduce whose result is checked; true when it was right.
+bool smallAllReduceIsRight(ncclComm_t* comms) {
+  const size_t n = 4099;
+  std::vector<std::vector<int32_t>> in(2, std::vector<int32_t>(n)), out(2, std::vector<int32_t>(n, -1));
+  for (int r = 0; r < 2; r++)
+    for (size_t i = 0; i < n; i++) in[r][i] = static_cast<int32_t>(i) * (r + 2);
+  if (ncclGroupStart() != ncclSuccess) return false;
+  for (int r = 0; r < 2; r++)
+    if (ncclAllReduce(in[r].data(), out[r].data(), n, ncclInt32, ncclSum, comms[r], nullptr) != ncclSuccess) return false;
+  if (ncclGroupEnd() != ncclSuccess) return false;
+  for (int r = 0; r < 2; r++)
+    for (size_t i = 0; i < n; i++)
+      if (out[r][i] != static_cast<int32_t>(i) * 5) return false;
+  return true;
+}
+
+// NCCL's order without NCCL_NET: (no plugin here, so) IB, since a usable port exists.
+// NCCL_NET=Socket still gets sockets.
+TEST(IbNetCollectives, WithoutNcclNetAUsableIbPortIsChosenAndNcclNetSocketStillGetsSockets) {
+  FakeIb& ib = installFakeIb();
+  unsetenv("NCCL_NET");
+  ncclComm_t comms[2];
+  int before = ib.host->opened.load();
+  ASSERT_EQ(ncclCommInitAll(comms, 2, nullptr), ncclSuccess);
+  EXPECT_EQ(ib.host->opened.load() - before, 4) << "2 ranks x (send + receive comm) through IB";
+  EXPECT_TRUE(smallAllReduceIsRight(comms));
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+
+  setenv("NCCL_NET", "Socket", 1);
+  before = ib.host->opened.load();
+  ASSERT_EQ(ncclCommInitAll(comms, 2, nullptr), ncclSuccess);
+  EXPECT_EQ(ib.host->opened.load(), before) << "NCCL_NET=Socket went through IB";
+  EXPECT_TRUE(smallAllReduceIsRight(comms));
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+  unsetenv("NCCL_NET");
+}
+
+TEST(IbNetCollectives, AllReduceAllGatherAndSendRecvGoThroughTheIbModule) {
+  FakeIb& ib = installFakeIb();
+  fake::Fabric& fabric = ib.fabric;
+  auto& host = ib.host;
   setenv("NCCL_NET", "IB", 1);
+  const int openedBefore = host->opened.load();
+  const uint64_t writtenBefore = bytesWritten(fabric);
 
   ncclComm_t comms[kRanks];
   ASSERT_EQ(ncclCommInitAll(comms, kRanks, nullptr), ncclSuccess);
   // Every rank has a send and a receive comm with each other rank, each its own verbs context.
-  EXPECT_EQ(host->opened.load(), kRanks * 2 * (kRanks - 1));
+  EXPECT_EQ(host->opened.load() - openedBefore, kRanks * 2 * (kRanks - 1));
 
   // All-reduce, several times the ring: int32 sums are exact.
   const size_t n = (size_t{1} << 20) + 7;
@@ -64,7 +120,7 @@ TEST(IbNetCollectives, AllReduceAllGatherAndSendRecvGoThroughTheIbModule) {
     }
     EXPECT_EQ(bad, 0u) << "rank " << r << " all-reduce";
   }
-  EXPECT_GE(bytesWritten(fabric), n * sizeof(int32_t)) << "the all-reduce did not cross the IB module";
+  EXPECT_GE(bytesWritten(fabric) - writtenBefore, n * sizeof(int32_t)) << "the all-reduce did not cross the IB module";
 
   // All-gather of an odd count.
   const size_t m = 100003;
@@ -94,6 +150,7 @@ TEST(IbNetCollectives, AllReduceAllGatherAndSendRecvGoThroughTheIbModule) {
   for (int r = 0; r < kRanks; r++) EXPECT_TRUE(to[r] == from[(r + kRanks - 1) % kRanks]) << "rank " << r << " recv";
 
   for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+  unsetenv("NCCL_NET");
   std::lock_guard<std::recursive_mutex> lk(fabric.mu);
   EXPECT_EQ(fabric.rnrErrors, 0) << "a write arrived before its receive was posted";
 }
