@@ -1,7 +1,8 @@
 // socket_transport.h: connections between ranks on different hosts (or with NCCL_SHM_DISABLE=1).
 // One peer's byte stream is striped over several TCP sockets; helper threads move bytes
 // between the local staging rings and the sockets and ring the owner's doorbell, so the
-// executor waits on its futex doorbell exactly as it does for shared memory.
+// executor waits on its futex doorbell exactly as it does for shared memory. Small commits
+// and reads of awaited bytes the executor does itself (socket_transport.cc).
 #pragma once
 #include <memory>
 #include <vector>
