@@ -1,5 +1,7 @@
 #include "rank_resources.h"
 
+#include <cstring>
+
 namespace accl::perf {
 namespace {
 
@@ -56,7 +58,13 @@ ncclResult_t RankBuffer::allocate(size_t bytes, CudaSession* cuda, RankBuffer* o
   out->bytes_ = bytes;
   out->cuda_ = cuda;
   if (cuda) out->staging_.reset(new char[bytes ? bytes : 1]);  // not zeroed: every use fills it first
-  return ncclMemAlloc(&out->ptr_, bytes ? bytes : 1);
+  ncclResult_t res = ncclMemAlloc(&out->ptr_, bytes ? bytes : 1);
+  // Host memory that was never written reads as the kernel's shared zero page: with -c 0 an
+  // out-of-place input would come from one cached 4 KiB page and time far too fast (in-place
+  // looked 1.2-1.6x slower than out-of-place at 16-128 MiB for that reason alone). Write every
+  // page once, as device memory and OpenMPI's benchmark buffers are real memory.
+  if (res == ncclSuccess && !cuda) std::memset(out->ptr_, 0, bytes);
+  return res;
 }
 
 bool RankBuffer::upload(size_t offset, size_t bytes, std::string* error) const {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -17,6 +18,7 @@
 #include "harness/json_report.h"
 #include "harness/world.h"
 #include "harness/options.h"
+#include "harness/rank_resources.h"
 #include "harness/sweep.h"
 #include "harness/table_format.h"
 
@@ -380,4 +382,27 @@ TEST(PerfWorld, MpiLaunchersAreRecognisedByTheirVariables) {
     ASSERT_NE(found, nullptr) << name;
     EXPECT_STREQ(found, name);
   }
+}
+
+// Host buffers are written once when allocated: a page never written reads as the kernel's
+// shared zero page, so -c 0 timings of an untouched input would measure one cached page.
+// Resident memory only grows for pages that were written.
+long residentKiB() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "VmRSS:", 6) == 0) kib = std::strtol(line + 6, nullptr, 10);
+  std::fclose(f);
+  return kib;
+}
+
+TEST(PerfBuffers, HostBuffersAreRealMemoryBeforeTheFirstCall) {
+  const long before = residentKiB();
+  ASSERT_GT(before, 0);
+  accl::perf::RankBuffer buf;
+  const size_t bytes = size_t{64} << 20;
+  ASSERT_EQ(accl::perf::RankBuffer::allocate(bytes, nullptr, &buf), ncclSuccess);
+  EXPECT_GE(residentKiB() - before, static_cast<long>(bytes / 1024) * 9 / 10);
 }
