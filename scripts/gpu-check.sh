@@ -17,7 +17,9 @@
 # the backend row and small host-buffer perf runs happen; every GPU row says SKIP and why.
 # Env: NCCL_TESTS_DIR, NVIDIA_NCCL_HOME (NVIDIA's include/nccl.h + lib/libnccl.so.2; default:
 # the pip package nvidia-nccl), MPI_HOME (default /usr/lib/x86_64-linux-gnu/openmpi),
-# GTEST_PREFIX (a prefix holding GTest's CMake config, e.g. a dpkg -x'd libgtest-dev).
+# GTEST_PREFIX (a prefix holding GTest's CMake config, e.g. a dpkg -x'd libgtest-dev),
+# GPU_CHECK_SPEED_BYTES (the large size of the speed runs in bytes, a multiple of 8; default
+# 1073741824: the targets are for 1 GiB).
 # A GPU is what libcuda.so.1 reports (cuDeviceGetCount), so a fake driver on LD_LIBRARY_PATH
 # counts as one; nvidia-smi, when present, names it.
 set -u
@@ -127,7 +129,7 @@ speed_row() {
     row "$name" FAIL "rc=$rc: $(echo "$out" | grep -E 'WARN|failure' | head -1 | cut -c1-150)"
     return
   fi
-  local detail="8 B: $small us, 1 GiB: $big GB/s busbw"
+  local detail="8 B: $small us, $speed_bytes B: $big GB/s busbw"
   if [ -n "${4:-}" ]; then
     detail+=" (targets: <= $4 us, >= $5 GB/s)"
     awk -v s="$small" -v b="$big" -v ms="$4" -v mb="$5" 'BEGIN {exit !(s <= ms && b >= mb)}' || verdict=FAIL
@@ -140,6 +142,7 @@ else
   mode=--host check_sizes=(-b 8 -e 1M -f 8) label="host buffers"
 fi
 declare -A target_us=([2]=20 [4]=20) target_bw=([2]=535 [4]=400)  # issue 10, ranks as threads
+speed_bytes=${GPU_CHECK_SPEED_BYTES:-1073741824}
 for coll in all_reduce all_gather; do
   for n in 1 2 4; do
     for how in threads processes; do
@@ -150,8 +153,8 @@ for coll in all_reduce all_gather; do
       out=$(timeout 300 "${launch[@]}" $mode -g "$g" "${check_sizes[@]}" -c 1 2>&1)
       perf_check "${coll}_perf $what ($label)" "$out" $?
       [ $have_gpu = 0 ] && continue
-      out=$(timeout 300 "${launch[@]}" $mode -g "$g" -b 8 -e 1G -f 134217728 -c 0 -w 5 -n 20 2>&1)
-      if [ $coll = all_reduce ] && [ $how = threads ] && [ "$n" -gt 1 ]; then
+      out=$(timeout 300 "${launch[@]}" $mode -g "$g" -b 8 -e "$speed_bytes" -f $((speed_bytes / 8)) -c 0 -w 5 -n 20 2>&1)
+      if [ $coll = all_reduce ] && [ $how = threads ] && [ "$n" -gt 1 ] && [ "$speed_bytes" = 1073741824 ]; then
         speed_row "  speed ${coll} $what" "$out" $? "${target_us[$n]}" "${target_bw[$n]}"
       else
         speed_row "  speed ${coll} $what" "$out" $?
