@@ -106,14 +106,14 @@ row "backend chosen" PASS "${backend:-unknown}"
 # ---- our perf harness ---------------------------------------------------------------------
 # perf_row NAME LAUNCH... -- ARGS: runs one checked sweep; PASS when rc 0, no #wrong, and (on a
 # GPU) the table says device buffers.
-first_row() { awk '/^ +[0-9]/ {print; exit}'; }
+first_row() { awk '/^ +[0-9]/ && $1 > 0 {print; exit}'; }  # all-gather's 8 B row is 0 B with n > 1
 last_row() { awk '/^ +[0-9]/ {r = $0} END {print r}'; }
 perf_check() {  # NAME OUTPUT RC
   local name=$1 out=$2 rc=$3 wrong buffers small big
   wrong=$(echo "$out" | awk '/^ +[0-9]/ && ($9 != 0 || $13 != 0) {n++} END {print n+0}')
   buffers=$(echo "$out" | sed -n 's/^# Buffers: \([a-z]*\) memory.*/\1/p' | head -1)
   small=$(echo "$out" | first_row | awk '{print $1 " B: " $6 " us"}')
-  big=$(echo "$out" | last_row | awk '{print $1 " B: " $8 " GB/s busbw"}')
+  big=$(echo "$out" | last_row | awk '{print $1 " B: " $7 "/" $8 " GB/s algbw/busbw"}')
   if [ "$rc" -eq 0 ] && [ "$wrong" = 0 ] && { [ $have_gpu = 0 ] || [ "$buffers" = device ]; }; then
     row "$name" PASS "$buffers buffers, #wrong 0; $small, $big"
   else
@@ -122,14 +122,16 @@ perf_check() {  # NAME OUTPUT RC
 }
 # speed_row NAME OUTPUT RC MAX_SMALL_US MIN_BIG_BUSBW (targets empty: report only)
 speed_row() {
-  local name=$1 out=$2 rc=$3 small big verdict=PASS
+  local name=$1 out=$2 rc=$3 small big bigalg verdict=PASS
   small=$(echo "$out" | first_row | awk '{print $6}')
   big=$(echo "$out" | last_row | awk '{print $8}')
+  bigalg=$(echo "$out" | last_row | awk '{print $7}')
   if [ "$rc" -ne 0 ] || [ -z "$small" ] || [ -z "$big" ]; then
     row "$name" FAIL "rc=$rc: $(echo "$out" | grep -E 'WARN|failure' | head -1 | cut -c1-150)"
     return
   fi
-  local detail="8 B: $small us, $speed_bytes B: $big GB/s busbw"
+  local detail
+  detail="$(echo "$out" | first_row | awk '{print $1}') B: $small us, $speed_bytes B: $bigalg/$big GB/s algbw/busbw"
   if [ -n "${4:-}" ]; then
     detail+=" (targets: <= $4 us, >= $5 GB/s)"
     awk -v s="$small" -v b="$big" -v ms="$4" -v mb="$5" 'BEGIN {exit !(s <= ms && b >= mb)}' || verdict=FAIL
@@ -153,7 +155,9 @@ for coll in all_reduce all_gather; do
       out=$(timeout 300 "${launch[@]}" $mode -g "$g" "${check_sizes[@]}" -c 1 2>&1)
       perf_check "${coll}_perf $what ($label)" "$out" $?
       [ $have_gpu = 0 ] && continue
-      out=$(timeout 300 "${launch[@]}" $mode -g "$g" -b 8 -e "$speed_bytes" -f $((speed_bytes / 8)) -c 0 -w 5 -n 20 2>&1)
+      # The smallest size that moves data: 8 B for all-reduce, 16 B per rank for all-gather.
+      b=8 && [ $coll = all_gather ] && b=$((16 * n))
+      out=$(timeout 300 "${launch[@]}" $mode -g "$g" -b $b -e "$speed_bytes" -f $((speed_bytes / b)) -c 0 -w 5 -n 20 2>&1)
       if [ $coll = all_reduce ] && [ $how = threads ] && [ "$n" -gt 1 ] && [ "$speed_bytes" = 1073741824 ]; then
         speed_row "  speed ${coll} $what" "$out" $? "${target_us[$n]}" "${target_bw[$n]}"
       else
@@ -199,7 +203,7 @@ else
     rc=$?
     nt_small=$(echo "$out" | first_row | awk '{print $6}') nt_big=$(echo "$out" | last_row | awk '{print $7}')
     if [ $rc -eq 0 ] && echo "$out" | grep -q 'Out of bounds values : 0 OK'; then
-      row "$name" PASS "#wrong 0; 8 B: $nt_small us, 128 MiB: $nt_big GB/s algbw"
+      row "$name" PASS "#wrong 0; $(echo "$out" | first_row | awk '{print $1}') B: $nt_small us, $(echo "$out" | last_row | awk '{print $1}') B: $nt_big GB/s algbw"
     else
       nt_small="" nt_big=""
       row "$name" FAIL "rc=$rc: $(echo "$out" | grep -E 'WARN|failure|Duplicate' | head -1 | cut -c1-150)"
