@@ -89,12 +89,12 @@ perf=$build/perf
 # ---- GPU tests ----------------------------------------------------------------------------
 if [ $have_gpu = 0 ]; then
   row "GPU tests (ctest -L gpu)" SKIP "$no_gpu (make test runs them; they skip there)"
-elif ctest --test-dir "$build" -N -L gpu 2>/dev/null | grep -q "Total Tests: [1-9]"; then
+elif ctest --test-dir "$build" -N -L '^gpu$' 2>/dev/null | grep -q "Total Tests: [1-9]"; then
   t0=$(date +%s)
-  if ctest --test-dir "$build" -L gpu -j 4 --output-on-failure > "$build.gpu-tests.log" 2>&1; then
-    row "GPU tests (ctest -L gpu)" PASS "$(grep -Eo '[0-9]+ tests passed.*' "$build.gpu-tests.log" | head -1), $(( $(date +%s) - t0 )) s"
+  if ctest --test-dir "$build" -L '^gpu$' -j 4 --output-on-failure > "$build.gpu-tests.log" 2>&1; then
+    row "GPU tests (ctest -L gpu)" PASS "$(grep -Eo 'tests passed, .*' "$build.gpu-tests.log" | head -1), $(( $(date +%s) - t0 )) s"
   else
-    row "GPU tests (ctest -L gpu)" FAIL "$(grep -Eo '[0-9]+ tests failed.*' "$build.gpu-tests.log" | head -1); see $build.gpu-tests.log"
+    row "GPU tests (ctest -L gpu)" FAIL "$(grep -Eo 'tests passed, .*' "$build.gpu-tests.log" | head -1); see $build.gpu-tests.log"
   fi
 else
   row "GPU tests (ctest -L gpu)" FAIL "this build has no GPU tests (CUDA backend not landed?)"
@@ -108,16 +108,18 @@ row "backend chosen" PASS "${backend:-unknown}"
 # GPU) the table says device buffers.
 first_row() { awk '/^ +[0-9]/ && $1 > 0 {print; exit}'; }  # all-gather's 8 B row is 0 B with n > 1
 last_row() { awk '/^ +[0-9]/ {r = $0} END {print r}'; }
-perf_check() {  # NAME OUTPUT RC
+perf_check() {  # NAME OUTPUT RC; returns 1 on FAIL
   local name=$1 out=$2 rc=$3 wrong buffers small big
   wrong=$(echo "$out" | awk '/^ +[0-9]/ && ($9 != 0 || $13 != 0) {n++} END {print n+0}')
   buffers=$(echo "$out" | sed -n 's/^# Buffers: \([a-z]*\) memory.*/\1/p' | head -1)
+  buffers=${buffers:-"no '# Buffers:' line:"}
   small=$(echo "$out" | first_row | awk '{print $1 " B: " $6 " us"}')
   big=$(echo "$out" | last_row | awk '{print $1 " B: " $7 "/" $8 " GB/s algbw/busbw"}')
   if [ "$rc" -eq 0 ] && [ "$wrong" = 0 ] && { [ $have_gpu = 0 ] || [ "$buffers" = device ]; }; then
     row "$name" PASS "$buffers buffers, #wrong 0; $small, $big"
   else
-    row "$name" FAIL "rc=$rc, $buffers buffers, rows with #wrong: $wrong: $(echo "$out" | grep -E 'WARN|failure|honoured' | head -1 | cut -c1-150)"
+    row "$name" FAIL "rc=$rc, rows with #wrong: $wrong, $buffers buffers $(echo "$out" | grep -E 'WARN|failure|honoured' | head -1 | cut -c1-150)"
+    return 1
   fi
 }
 # speed_row NAME OUTPUT RC MAX_SMALL_US MIN_BIG_BUSBW (targets empty: report only)
@@ -153,15 +155,16 @@ for coll in all_reduce all_gather; do
       else launch=("$perf/accl-run" -np "$n" "$perf/${coll}_perf") g=1 what="-np $n"
       fi
       out=$(timeout 300 "${launch[@]}" $mode -g "$g" "${check_sizes[@]}" -c 1 2>&1)
-      perf_check "${coll}_perf $what ($label)" "$out" $?
+      perf_check "${coll}_perf $what ($label)" "$out" $? || continue  # no speed without correctness
       [ $have_gpu = 0 ] && continue
       # The smallest size that moves data: 8 B for all-reduce, 16 B per rank for all-gather.
       b=8 && [ $coll = all_gather ] && b=$((16 * n))
       out=$(timeout 300 "${launch[@]}" $mode -g "$g" -b $b -e "$speed_bytes" -f $((speed_bytes / b)) -c 0 -w 5 -n 20 2>&1)
+      rc=$?
       if [ $coll = all_reduce ] && [ $how = threads ] && [ "$n" -gt 1 ] && [ "$speed_bytes" = 1073741824 ]; then
-        speed_row "  speed ${coll} $what" "$out" $? "${target_us[$n]}" "${target_bw[$n]}"
+        speed_row "  speed ${coll} $what" "$out" $rc "${target_us[$n]}" "${target_bw[$n]}"
       else
-        speed_row "  speed ${coll} $what" "$out" $?
+        speed_row "  speed ${coll} $what" "$out" $rc
       fi
     done
   done
