@@ -109,16 +109,16 @@ row "backend chosen" PASS "${backend:-unknown}"
 first_row() { awk '/^ +[0-9]/ && $1 > 0 {print; exit}'; }  # all-gather's 8 B row is 0 B with n > 1
 last_row() { awk '/^ +[0-9]/ {r = $0} END {print r}'; }
 perf_check() {  # NAME OUTPUT RC; returns 1 on FAIL
-  local name=$1 out=$2 rc=$3 wrong buffers small big
+  local name=$1 out=$2 rc=$3 wrong kind buffers small big
   wrong=$(echo "$out" | awk '/^ +[0-9]/ && ($9 != 0 || $13 != 0) {n++} END {print n+0}')
-  buffers=$(echo "$out" | sed -n 's/^# Buffers: \([a-z]*\) memory.*/\1/p' | head -1)
-  buffers=${buffers:-"no '# Buffers:' line:"}
+  kind=$(echo "$out" | sed -n 's/^# Buffers: \([a-z]*\) memory.*/\1/p' | head -1)
+  if [ -n "$kind" ]; then buffers="$kind buffers"; else buffers="no '# Buffers:' line"; fi
   small=$(echo "$out" | first_row | awk '{print $1 " B: " $6 " us"}')
   big=$(echo "$out" | last_row | awk '{print $1 " B: " $7 "/" $8 " GB/s algbw/busbw"}')
-  if [ "$rc" -eq 0 ] && [ "$wrong" = 0 ] && { [ $have_gpu = 0 ] || [ "$buffers" = device ]; }; then
-    row "$name" PASS "$buffers buffers, #wrong 0; $small, $big"
+  if [ "$rc" -eq 0 ] && [ "$wrong" = 0 ] && { [ $have_gpu = 0 ] || [ "$kind" = device ]; }; then
+    row "$name" PASS "$buffers, #wrong 0; $small, $big"
   else
-    row "$name" FAIL "rc=$rc, rows with #wrong: $wrong, $buffers buffers $(echo "$out" | grep -E 'WARN|failure|honoured' | head -1 | cut -c1-150)"
+    row "$name" FAIL "rc=$rc, rows with #wrong: $wrong, $buffers: $(echo "$out" | grep -E 'WARN|failure|honoured' | head -1 | cut -c1-150)"
     return 1
   fi
 }
