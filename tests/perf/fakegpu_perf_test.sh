@@ -67,6 +67,12 @@ else
 fi
 expect "all_reduce accl-run -np 2 (processes on one device)" 0 \
   "$bin/accl-run" -np 2 "$bin/all_reduce_perf" --device -g 1 -b 8 -e 256K -f 32 -c 1 -n 2
+# Every binary, every type (and every op where it applies), two ranks on the device.
+for name in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv gather scatter hypercube; do
+  ops=()
+  case $name in all_reduce | reduce | reduce_scatter) ops=(-o all) ;; esac
+  expect "${name} -g 2 -d all${ops[*]:+ ${ops[*]}}" 0 "$bin/${name}_perf" --device -g 2 -b 64 -e 1K -f 16 -c 1 -n 1 -w 0 -d all "${ops[@]}"
+done
 # --host on a machine with a (fake) GPU: the library keeps its host backend, buffers are host memory.
 out=$(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT timeout 60 "$bin/all_reduce_perf" --host -g 2 -b 8 -e 64K -f 8 -c 1 -n 2 2>&1)
 if [ $? -eq 0 ] && echo "$out" | grep -q "^# Buffers: host memory" && echo "$out" | grep -q "ACCL_BACKEND=host" &&
