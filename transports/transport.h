@@ -59,6 +59,10 @@ class PeerConnection {
   // because of another rank closes its connections too.
   virtual int closedByPeer() const { return -1; }
   virtual const char* transportName() const = 0;
+  // The executor that drives this connection is about to sleep on its doorbell (true) or has
+  // woken (false). While it is awake it reads arriving bytes itself, so a transport with
+  // helper threads may let them sleep through arrivals on an idle link (sockets do).
+  virtual void ownerSleeps(bool asleep) { (void)asleep; }
 };
 
 }  // namespace accl

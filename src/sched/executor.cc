@@ -176,6 +176,14 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
   return progressed;
 }
 
+// Tells every connection of the works' communicators whether this thread sleeps (their
+// helper threads must then watch for arrivals) or drives them again.
+void setOwnerAsleep(std::vector<std::unique_ptr<CommWork>>& works, bool asleep) {
+  for (auto& w : works)
+    for (auto& conn : w->comm->conns)
+      if (conn) conn->ownerSleeps(asleep);
+}
+
 // What a blocked executor can sleep on: doorbells (peers' progress, sockets included) and
 // device fences (its own queued data calls).
 struct WaitPlan {
@@ -380,9 +388,11 @@ ncclResult_t executeWorksFor(std::vector<std::unique_ptr<CommWork>>& works, int6
     checkHangs(works, &seenReports);
     WaitPlan plan = planWait(works);
     std::vector<uint32_t> seqs(plan.bells.size());
+    setOwnerAsleep(works, true);  // before the last look, so arrivals after it ring the bell
     enterDoorbells(plan.bells.data(), static_cast<int>(plan.bells.size()), seqs.data());
     if (progressOnce(works, &allDone) || allDone) {
       leaveDoorbells(plan.bells.data(), static_cast<int>(plan.bells.size()));
+      setOwnerAsleep(works, false);
       idle = false;
       continue;
     }
@@ -395,6 +405,7 @@ ncclResult_t executeWorksFor(std::vector<std::unique_ptr<CommWork>>& works, int6
       waitDoorbells(plan.bells.data(), static_cast<int>(plan.bells.size()), seqs.data(), 100000);
     }
     leaveDoorbells(plan.bells.data(), static_cast<int>(plan.bells.size()));
+    setOwnerAsleep(works, false);
   }
   *done = true;
   ncclResult_t first = ncclSuccess;

@@ -60,6 +60,9 @@ struct SocketLink {
   // executor (inline, small messages) both pump; whoever finds the socket taken skips it, so
   // each cursor still has one writer at a time.
   std::unique_ptr<std::atomic<bool>[]> sendBusy, recvBusy;
+  // The executor sleeps on its doorbell (PeerConnection::ownerSleeps): helper threads must
+  // then read whatever arrives and ring it; while it is awake it reads idle links itself.
+  std::atomic<bool> ownerAsleep{false};
   std::atomic<bool> stopping{false};
   std::atomic<bool> closedLocally{false};
   std::atomic<int> error{0};  // ncclResult_t of the first hard failure (0 = none)

@@ -83,6 +83,12 @@ class SocketConnection final : public PeerConnection {
     return -1;
   }
 
+  void ownerSleeps(bool asleep) override {
+    link_.ownerAsleep.store(asleep, std::memory_order_seq_cst);
+    if (asleep)
+      for (auto& w : workers_) w->ownerFellAsleep();
+  }
+
   SocketLink& link() { return link_; }
   void wakeWorkers() {
     for (auto& w : workers_) w->wake();

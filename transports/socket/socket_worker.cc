@@ -37,6 +37,12 @@ void SocketWorker::wake() {
   if (sleeping_.load(std::memory_order_seq_cst)) signal();
 }
 
+void SocketWorker::ownerFellAsleep() {
+  // Pairs with sleepUntilReady(): either it sees ownerAsleep or we see it deaf and asleep.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleeping_.load(std::memory_order_seq_cst) && deafToArrivals_.load(std::memory_order_seq_cst)) signal();
+}
+
 void SocketWorker::join() {
   if (!thread_.joinable()) return;
   signal();
@@ -48,12 +54,24 @@ void SocketWorker::sleepUntilReady() {
   std::vector<pollfd> fds;
   fds.reserve(sockets_.size() + 1);
   fds.push_back({eventFd_, POLLIN, 0});
+  // Arrivals on an idle link are the executor's to read while it is awake (it reads the
+  // socket when its ring is empty): waking this thread for each small message as well cost a
+  // thread switch per hop. Watch them when the executor sleeps, and while sending (both ends
+  // of a bidirectional stream may be sending, and only helpers read then).
+  // Deaf first, then look: an executor falling asleep after the look sees us deaf and wakes us.
+  deafToArrivals_.store(true, std::memory_order_seq_cst);
+  bool sending = false;
+  for (int s : sockets_)
+    sending = sending || link_->out.ring.tail.load(std::memory_order_seq_cst) > link_->out.cursor[s].load(std::memory_order_relaxed);
+  const bool listen = sending || link_->ownerAsleep.load(std::memory_order_seq_cst);
+  if (listen) deafToArrivals_.store(false, std::memory_order_seq_cst);
   for (int s : sockets_) {
     short events = 0;
     uint64_t sendPos = link_->out.cursor[s].load(std::memory_order_relaxed);
     if (link_->out.ring.tail.load(std::memory_order_seq_cst) > sendPos) events |= POLLOUT;
     uint64_t recvPos = link_->in.cursor[s].load(std::memory_order_relaxed);
-    if (!link_->eof[s].load() && link_->in.ring.head.load(std::memory_order_seq_cst) + link_->in.ring.cap > recvPos)
+    if (listen && !link_->eof[s].load() &&
+        link_->in.ring.head.load(std::memory_order_seq_cst) + link_->in.ring.cap > recvPos)
       events |= POLLIN;
     // A socket the peer closed reports POLLHUP forever: leave it out unless we still send.
     bool closed = link_->eof[s].load() && !(events & POLLOUT);

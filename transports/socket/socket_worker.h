@@ -22,6 +22,9 @@ class SocketWorker {
 
   // Executor side, after publishing new data (send) or new space (receive).
   void wake();
+  // Executor side, after setting link->ownerAsleep: wakes the thread if it sleeps without
+  // watching its sockets for arrivals, so it starts watching them.
+  void ownerFellAsleep();
   // Asks the thread to exit (link->stopping must already be set) and joins it.
   void join();
 
@@ -34,6 +37,7 @@ class SocketWorker {
   std::vector<int> sockets_;
   int eventFd_ = -1;
   std::atomic<bool> sleeping_{false};
+  std::atomic<bool> deafToArrivals_{false};  // its current sleep leaves POLLIN out
   std::thread thread_;
 };
 
