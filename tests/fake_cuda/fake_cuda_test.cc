@@ -797,3 +797,28 @@ TEST_F(FakeCuda, MemFreeWaitsForTheContextExceptForStreamOrderedMemory) {
 }
 
 }  // namespace
+
+namespace {
+
+// The NULL stream is per device: work held on device 0's does not hold device 1's (two ranks
+// on two devices, both on the NULL stream, must not wait for each other).
+TEST_F(FakeCuda, EachDeviceHasItsOwnDefaultStream) {
+  NEEDS_TWO_DEVICES();
+  Gate gate;
+  CU_OK(cuLaunchHostFunc(nullptr, Gate::wait, &gate));
+  CUcontext ctx1 = nullptr;
+  CU_OK(cuDevicePrimaryCtxRetain(&ctx1, 1));
+  std::thread([&] {
+    EXPECT_EQ(CUDA_SUCCESS, cuCtxSetCurrent(ctx1));
+    std::atomic<int> ran{0};
+    EXPECT_EQ(CUDA_SUCCESS, cuLaunchHostFunc(nullptr, [](void* p) { static_cast<std::atomic<int>*>(p)->store(1); }, &ran));
+    EXPECT_EQ(CUDA_SUCCESS, cuStreamSynchronize(nullptr));  // device 1's NULL stream: not held
+    EXPECT_EQ(1, ran.load());
+  }).join();
+  EXPECT_EQ(CUDA_ERROR_NOT_READY, cuStreamQuery(nullptr));
+  gate.open();
+  CU_OK(cuStreamSynchronize(nullptr));
+  CU_OK(cuDevicePrimaryCtxRelease(1));
+}
+
+}  // namespace

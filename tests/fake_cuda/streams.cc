@@ -3,6 +3,7 @@
 // work does not run and later synchronize/query calls report it). The NULL stream,
 // CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are one process-wide default stream; the legacy
 // stream's implicit synchronization with blocking streams is NOT emulated.
+// (One default stream per device, as on the GPU: ranks on two devices never share one.)
 #include "internal.h"
 
 namespace fakecuda {
@@ -97,9 +98,14 @@ Registry<Stream>& streams() {
 }
 
 namespace {
-// Never destroyed (its thread may still run at exit); its context is whichever is current.
-Stream& defaultStream() {
-  static Stream* s = new Stream(nullptr, 0);
+// The default stream of ctx's device, made on first use and never destroyed (its thread may
+// still run at exit).
+Stream& defaultStream(Context* ctx) {
+  static std::mutex mu;
+  static Stream* perDevice[64] = {};
+  std::lock_guard<std::mutex> g(mu);
+  Stream*& s = perDevice[ctx->device];
+  if (s == nullptr) s = new Stream(ctx, 0);
   return *s;
 }
 }  // namespace
@@ -109,7 +115,7 @@ CUresult resolveStream(CUstream h, Stream** out) {
   if (h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
     Context* ctx = nullptr;
     if (CUresult r = currentContext(&ctx)) return r;
-    *out = &defaultStream();
+    *out = &defaultStream(ctx);
     return CUDA_SUCCESS;
   }
   if (!streams().contains(h)) return CUDA_ERROR_INVALID_HANDLE;
@@ -135,7 +141,7 @@ CUresult destroyStream(CUstream h) {
 }
 
 CUresult synchronizeContext(Context* ctx) {
-  CUresult first = defaultStream().synchronize();
+  CUresult first = defaultStream(ctx).synchronize();
   for (Stream* s : streams().snapshot()) {
     if (s->ctx() != ctx) continue;
     CUresult r = s->synchronize();
