@@ -1,13 +1,13 @@
-// socket_connect.h: the striped TCP data sockets between this rank and a set of peers. Lower
-// rank connects, higher rank accepts; each pair opens `nsocks` sockets, each starting with a
-// handshake naming the communicator (magic, nonce), the caller and the stripe index. Both sides
+// socket_connect.h: the striped TCP data sockets between this rank and a peer. Lower rank
+// connects, higher rank accepts; each pair opens `nsocks` sockets, each starting with a
+// handshake naming the communicator (magic, nonce), the caller and the stripe index. Connects
 // are bounded by ACCL_SOCKET_CONNECT_TIMEOUT_MSEC, so an unreachable peer fails quickly with a
 // WARN naming it (rank, host, address, interface) instead of hanging. Knows sockets, not
-// communicators: the socket transport builds its connections from what this hands back.
+// communicators: the socket transport accepts (transports/net/net_transport.cc) and builds its
+// connections from what this hands back.
 #pragma once
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 #include "net/socket.h"
@@ -29,11 +29,24 @@ struct MeshPeer {
   std::string name;    // "rank 3 (host pod1, 10.77.2.2:41000, hpn0)", for messages
 };
 
-// Receives each peer's sockets, connected, authenticated and tuned, in stripe order.
-using MeshConnected = std::function<void(int peerRank, std::vector<Socket> socks)>;
+// First bytes of every data socket: who is calling, for which communicator, which stripe.
+// The magic comes first (boot::HandshakeAcceptor reads it).
+struct DataHandshake {
+  uint64_t magic;
+  uint64_t nonce;
+  int32_t rank;
+  int32_t sockIndex;
+  int32_t nsocks;
+  int32_t pad;
+};
 
-ncclResult_t connectPeers(const MeshSelf& self, const std::vector<MeshPeer>& peers, int nsocks,
-                          const Socket& listener, const std::atomic<int>* abortFlag,
-                          const MeshConnected& connected);
+// The connecting (lower-rank) side of one pair: opens `nsocks` sockets to `peer`, each within
+// ACCL_SOCKET_CONNECT_TIMEOUT_MSEC, sends their handshakes and tunes them. An unreachable peer
+// is WARNed naming it (ncclRemoteError); abort gives ncclInternalError.
+ncclResult_t connectDataSockets(const MeshSelf& self, const MeshPeer& peer, int nsocks,
+                                const std::atomic<int>* abortFlag, std::vector<Socket>* out);
+
+// Tunes an accepted data socket as connectDataSockets tunes its own.
+void prepareDataSocket(const Socket& s);
 
 }  // namespace accl::net

@@ -3,6 +3,7 @@
 // of the bytes, but small commits are sent, and awaited bytes read, by the executor itself.
 #include "transports/socket/socket_transport.h"
 #include <algorithm>
+#include <mutex>
 #include "base/check.h"
 #include "base/param.h"
 #include "transports/socket/socket_worker.h"
@@ -23,11 +24,11 @@ size_t chunkBytes(size_t ringBytes, int nsocks) {
   return std::min(pow2, ringBytes);
 }
 
-class SocketConnection;
+class StripedConnection;
 
 class SocketSend final : public SendChannel {
  public:
-  explicit SocketSend(SocketConnection* conn) : conn_(conn) {}
+  explicit SocketSend(StripedConnection* conn) : conn_(conn) {}
   ncclResult_t acquire(void** buf, size_t* avail) override;
   void commit(size_t n) override;
   ncclResult_t progress() override;
@@ -35,44 +36,56 @@ class SocketSend final : public SendChannel {
   uint64_t position() const override;
 
  private:
-  SocketConnection* conn_;
+  StripedConnection* conn_;
 };
 
 class SocketRecv final : public RecvChannel {
  public:
-  explicit SocketRecv(SocketConnection* conn) : conn_(conn) {}
+  explicit SocketRecv(StripedConnection* conn) : conn_(conn) {}
   ncclResult_t peek(const void** buf, size_t* avail) override;
   void release(size_t n) override;
   ncclResult_t progress() override;
   uint64_t position() const override;
 
  private:
-  SocketConnection* conn_;
+  StripedConnection* conn_;
 };
 
-class SocketConnection final : public PeerConnection {
+class StripedConnection final : public SocketConnection {
  public:
-  SocketConnection(std::vector<net::Socket> socks, size_t ringBytes, const SocketLayout& layout, Doorbell* bell,
-                   SocketPeer peer, const topo::CpuMask& cpus)
-      : link_(std::move(socks), ringBytes, Stripe{chunkBytes(ringBytes, layout.nsocks()), layout.nsocks()}, bell,
-              std::move(peer)),
+  StripedConnection(size_t ringBytes, const SocketLayout& layout, Doorbell* bell, SocketPeer peer,
+                    const topo::CpuMask& cpus)
+      : link_(std::vector<net::Socket>(static_cast<size_t>(layout.nsocks())), ringBytes,
+              Stripe{chunkBytes(ringBytes, layout.nsocks()), layout.nsocks()}, bell, std::move(peer)),
+        layout_(layout),
+        cpus_(cpus),
         send_(this),
-        recv_(this) {
-    for (int t = 0; t < layout.nthreads; t++) {
-      std::vector<int> mine;
-      for (int s = t; s < layout.nsocks(); s += layout.nthreads) mine.push_back(s);
-      workers_.push_back(std::make_unique<SocketWorker>(&link_, std::move(mine), cpus));
-    }
-  }
-  ~SocketConnection() override {
+        recv_(this) {}
+  ~StripedConnection() override {
     stop();
     workers_.clear();  // joins before the link (rings, sockets) goes away
+  }
+  void attach(std::vector<net::Socket> socks) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (link_.closedLocally.load() || attached_.load()) {
+      for (auto& s : socks) s.shutdownBoth();
+      return;
+    }
+    link_.socks = std::move(socks);
+    for (int t = 0; t < layout_.nthreads; t++) {
+      std::vector<int> mine;
+      for (int s = t; s < layout_.nsocks(); s += layout_.nthreads) mine.push_back(s);
+      workers_.push_back(std::make_unique<SocketWorker>(&link_, std::move(mine), cpus_));
+    }
+    attached_.store(true, std::memory_order_release);
+    ringDoorbell(link_.bell);  // data may already wait in the staging rings
   }
   SendChannel* send() override { return &send_; }
   RecvChannel* recv() override { return &recv_; }
   void close(int /*culprit: sockets cannot pass it on; the bootstrap notice does*/) override {
     link_.closedLocally.store(true);
     stop();
+    std::lock_guard<std::mutex> lk(mu_);
     for (auto& s : link_.socks) s.shutdownBoth();
   }
   const char* transportName() const override { return "Socket"; }
@@ -85,12 +98,17 @@ class SocketConnection final : public PeerConnection {
 
   void ownerSleeps(bool asleep) override {
     link_.ownerAsleep.store(asleep, std::memory_order_seq_cst);
-    if (asleep)
+    // Workers attached later read ownerAsleep themselves before they first sleep.
+    if (asleep && attached())
       for (auto& w : workers_) w->ownerFellAsleep();
   }
 
   SocketLink& link() { return link_; }
+  // The sockets are in place (acquire: link_.socks is then safe to use from this thread).
+  bool attached() const { return attached_.load(std::memory_order_acquire); }
   void wakeWorkers() {
+    // Before attach there is nobody to wake: the workers' first pass moves what is waiting.
+    if (!attached_.load(std::memory_order_acquire)) return;
     for (auto& w : workers_) w->wake();
   }
   // The failure the executor should see, WARNed where it is first noticed.
@@ -106,14 +124,19 @@ class SocketConnection final : public PeerConnection {
 
  private:
   void stop() {
+    std::lock_guard<std::mutex> lk(mu_);
     link_.stopping.store(true, std::memory_order_seq_cst);
     for (auto& w : workers_) w->join();
   }
 
   SocketLink link_;
+  const SocketLayout layout_;
+  const topo::CpuMask cpus_;
   SocketSend send_;
   SocketRecv recv_;
-  std::vector<std::unique_ptr<SocketWorker>> workers_;
+  std::mutex mu_;  // attach against close/stop
+  std::atomic<bool> attached_{false};
+  std::vector<std::unique_ptr<SocketWorker>> workers_;  // written once, in attach
 };
 
 ncclResult_t SocketSend::acquire(void** buf, size_t* avail) {
@@ -132,7 +155,7 @@ void SocketSend::commit(size_t n) {
   StagingRing& ring = link.out.ring;
   const uint64_t tail = ring.tail.load(std::memory_order_relaxed) + n;
   ring.tail.store(tail, std::memory_order_seq_cst);
-  if (n <= kInlineSendBytes) {
+  if (n <= kInlineSendBytes && conn_->attached()) {
     // Small: send it now from this thread. Waking the helper thread instead costs a syscall
     // plus a 20-30 us thread wake-up on a small VM, more than the whole transfer.
     bool sent = false;
@@ -161,7 +184,7 @@ ncclResult_t SocketRecv::peek(const void** buf, size_t* avail) {
   size_t off = head & (ring.cap - 1);
   *buf = ring.at(head);
   *avail = std::min(used, ring.cap - off);
-  if (*avail == 0 && link.pumpRecv(link.stripe.socketOf(head))) {
+  if (*avail == 0 && conn_->attached() && link.pumpRecv(link.stripe.socketOf(head))) {
     // Nothing staged: read the socket that carries the next byte ourselves rather than wait
     // for the helper thread to wake up, read it and ring our doorbell.
     link.in.publishMin(ring.tail);
@@ -212,10 +235,9 @@ SocketLayout socketLayout() {
   return layout;
 }
 
-std::unique_ptr<PeerConnection> makeSocketConnection(std::vector<net::Socket> socks, size_t ringBytes,
-                                                     const SocketLayout& layout, Doorbell* bell, SocketPeer peer,
-                                                     const topo::CpuMask& cpus) {
-  return std::make_unique<SocketConnection>(std::move(socks), ringBytes, layout, bell, std::move(peer), cpus);
+std::unique_ptr<SocketConnection> makeSocketConnection(size_t ringBytes, const SocketLayout& layout, Doorbell* bell,
+                                                       SocketPeer peer, const topo::CpuMask& cpus) {
+  return std::make_unique<StripedConnection>(ringBytes, layout, bell, std::move(peer), cpus);
 }
 
 }  // namespace accl

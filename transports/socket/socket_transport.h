@@ -22,9 +22,18 @@ struct SocketLayout {
 };
 SocketLayout socketLayout();
 
-// `socks` are already connected and tuned, in stripe order (index i carries chunks i, i+K, ...).
-std::unique_ptr<PeerConnection> makeSocketConnection(std::vector<net::Socket> socks, size_t ringBytes,
-                                                     const SocketLayout& layout, Doorbell* bell, SocketPeer peer,
-                                                     const topo::CpuMask& cpus);
+// A socket connection whose sockets may arrive after it is made (connections are made when a
+// pair is first used; the accepting side's sockets come when the peer first uses it). Until
+// then the executor fills the send ring and finds the receive ring empty, as if the peer were
+// slow; the helper threads (on `cpus`) start when the sockets are attached.
+class SocketConnection : public PeerConnection {
+ public:
+  // `socks`: connected and tuned, in stripe order (index i carries chunks i, i+K, ...).
+  // Ignored (the sockets are closed) if the connection was closed meanwhile.
+  virtual void attach(std::vector<net::Socket> socks) = 0;
+};
+
+std::unique_ptr<SocketConnection> makeSocketConnection(size_t ringBytes, const SocketLayout& layout, Doorbell* bell,
+                                                       SocketPeer peer, const topo::CpuMask& cpus);
 
 }  // namespace accl
