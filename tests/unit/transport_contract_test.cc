@@ -5,12 +5,18 @@
 #include <gtest/gtest.h>
 #include <sys/random.h>
 #include <unistd.h>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 #include "bootstrap/bootstrap.h"
+#include "net/socket_connect.h"
+#include "transports/socket/socket_transport.h"
 #include "transports/doorbell.h"
 #include "transports/net/net_transport.h"
 #include "transports/shm/shm_transport.h"
@@ -46,7 +52,9 @@ void fail(Rank& r, const std::string& what) {
   if (r.error.empty()) r.error = what;
 }
 
-void connectRank(Rank& r, int rank, const ncclUniqueId& id, const std::string& kind) {
+// `beforeConnect` runs after setup, before this rank makes its connection.
+void connectRank(Rank& r, int rank, const ncclUniqueId& id, const std::string& kind,
+                 const std::function<void()>& beforeConnect = nullptr) {
   if (Bootstrap::init(id, rank, 2, nullptr, &r.bootstrap) != ncclSuccess) return fail(r, "bootstrap");
   r.transport = makeTransport(kind);
   net::parseHostPort("127.0.0.1:1", &r.loopback.addr);
@@ -75,6 +83,7 @@ void connectRank(Rank& r, int rank, const ncclUniqueId& id, const std::string& k
   const int peer = 1 - rank;
   if (!r.transport->canConnect(r.peers[rank], r.peers[peer])) return fail(r, "canConnect said no");
   if (r.transport->setup(r.ctx, {peer}) != ncclSuccess) return fail(r, "setup");
+  if (beforeConnect) beforeConnect();
   if (!r.conns[peer] && r.transport->connect(r.ctx, peer, &r.conns[peer]) != ncclSuccess) return fail(r, "connect");
   r.conn = r.conns[peer].get();
 }
@@ -154,5 +163,68 @@ TEST_P(TransportContract, StreamLargerThanTheRingArrivesIntactBothWaysAndCloseFa
 
 INSTANTIATE_TEST_SUITE_P(EveryTransport, TransportContract, testing::Values("shm", "net"),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
+
+// Sockets connect on first use, so a data listener accepts while collectives run: handshakes
+// with the job's magic but another communicator's nonce, a rank that is not a lower peer, or
+// a stripe that does not exist are refused (and logged), and the real peer still connects.
+TEST(LazySocketContract, ForgedDataHandshakesAreRefusedAndTheRealPeerStillConnects) {
+  const std::string logPath = testing::TempDir() + "accl_forged_" + std::to_string(getpid()) + ".log";
+  setenv("NCCL_NET_PLUGIN", "none", 1);
+  setenv("NCCL_DEBUG", "WARN", 1);
+  setenv("NCCL_DEBUG_FILE", logPath.c_str(), 1);
+  auto log = [&] {
+    std::ifstream in(logPath);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  auto refused = [&] {
+    std::string text = log();
+    int n = 0;
+    for (size_t at = text.find("with a wrong handshake"); at != std::string::npos;
+         at = text.find("with a wrong handshake", at + 1))
+      n++;
+    return n;
+  };
+  ncclUniqueId id;
+  ASSERT_EQ(bootstrapGetUniqueId(&id), ncclSuccess);
+  Rank ranks[2];
+  std::atomic<int> stage{0};
+  std::thread t1([&] { connectRank(ranks[1], 1, id, "net", [&] { stage.store(1); }); });
+  std::thread t0([&] {
+    connectRank(ranks[0], 0, id, "net", [&] {
+      while (stage.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  });
+  while (stage.load() < 1 && ranks[1].error.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // Rank 1 is set up (its connection to rank 0 waits for sockets): forge three handshakes.
+  const Rank& r1 = ranks[1];
+  const int nsocks = socketLayout().nsocks();
+  const net::DataHandshake forged[] = {
+      {r1.bootstrap->magic(), r1.ctx.nonce ^ 1, 0, 0, nsocks, 0},  // another communicator
+      {r1.bootstrap->magic(), r1.ctx.nonce, 1, 0, nsocks, 0},      // not a lower peer
+      {r1.bootstrap->magic(), r1.ctx.nonce, 0, 99, nsocks, 0},     // no such stripe
+  };
+  std::vector<net::Socket> forgers(3);
+  for (int i = 0; i < 3; i++) {
+    ASSERT_EQ(net::connectTo(r1.peers[1].dataAddr, &forgers[i]), ncclSuccess);
+    ASSERT_EQ(net::sendAll(forgers[i], &forged[i], sizeof(forged[i]), "forger", nullptr, 1000), ncclSuccess);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (refused() < 3 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(refused(), 3) << log();
+  stage.store(2);  // now the real rank 0 connects
+  t0.join();
+  t1.join();
+  for (int r = 0; r < 2; r++) ASSERT_TRUE(ranks[r].error.empty()) << "rank " << r << ": " << ranks[r].error;
+  std::thread x0([&] { exchange(ranks[0], 0); });
+  std::thread x1([&] { exchange(ranks[1], 1); });
+  x0.join();
+  x1.join();
+  for (int r = 0; r < 2; r++) EXPECT_TRUE(ranks[r].error.empty()) << "rank " << r << ": " << ranks[r].error;
+  for (auto& r : ranks) r.conns.clear();
+  unlink(logPath.c_str());
+}
 
 }  // namespace
