@@ -61,16 +61,19 @@ void describeDevices(Job& job) {
 }
 
 // -y 1 under CUDA: every rank of a process on one device shares that device's default stream,
-// an in-order queue, so a collective of one rank waits behind its peer's forever.
+// an in-order queue. Ranks of one thread are issued in one group, which the library runs
+// together; ranks of two threads are issued separately, so the one queued first would wait
+// forever for its peer queued behind it.
 std::string sharedNullStreamProblem(const Job& job) {
   if (!job.cuda || !job.options.streamNull) return {};
+  const int g = job.options.nGpus;
   for (int a = 0; a < job.localRanks; ++a)
     for (int b = a + 1; b < job.localRanks; ++b)
-      if (job.deviceOf(a) == job.deviceOf(b))
+      if (a / g != b / g && job.deviceOf(a) == job.deviceOf(b))
         return "-y 1 (NULL stream) with local ranks " + std::to_string(a) + " and " + std::to_string(b) +
-               " on device " + std::to_string(job.deviceOf(a)) +
-               ": they would share its default stream, where each rank's part waits behind the other's; "
-               "drop -y 1, or run one rank per device in each process (accl-run -np N ... -g 1)";
+               " of different threads on device " + std::to_string(job.deviceOf(a)) +
+               ": they would share its default stream, where the one issued first waits behind the other; "
+               "drop -y 1, use -t 1 -g N, or one process per rank (accl-run -np N ... -g 1)";
   return {};
 }
 

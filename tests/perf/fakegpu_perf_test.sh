@@ -58,12 +58,15 @@ expect "all_reduce -t 2 -p 1 (two threads, each inits its comm)" 0 \
   "$bin/all_reduce_perf" --device -t 2 -g 1 -p 1 -b 1K -e 64K -f 8 -c 1 -n 2
 expect "reduce_scatter accl-run -np 2 -y 1 (NULL stream = each process's default stream)" 0 \
   "$bin/accl-run" -np 2 "$bin/reduce_scatter_perf" --device -g 1 -y 1 -b 1K -e 64K -f 8 -c 1 -n 2
-# Two ranks of one process on one device cannot share its in-order default stream: refused, not hung.
-out=$(timeout 60 "$bin/all_reduce_perf" --device -g 2 -y 1 -b 8 -e 8 2>&1)
+expect "reduce_scatter -g 2 -y 1 (two ranks of one thread on the default stream, one group)" 0 \
+  "$bin/reduce_scatter_perf" --device -g 2 -y 1 -b 1K -e 64K -f 8 -c 1 -n 2
+# Ranks of two threads on one device's in-order default stream would wait for each other
+# (separate groups): refused, not hung.
+out=$(timeout 60 "$bin/all_reduce_perf" --device -t 2 -g 1 -y 1 -b 8 -e 8 2>&1)
 if [ $? -eq 6 ] && echo "$out" | grep -q "would share its default stream"; then
-  echo "ok   -g 2 -y 1 on one device is refused with the reason"
+  echo "ok   -t 2 -y 1 on one device is refused with the reason"
 else
-  echo "FAIL -g 2 -y 1:"; echo "$out" | sed 's/^/    /'; failures=$((failures + 1))
+  echo "FAIL -t 2 -y 1:"; echo "$out" | sed 's/^/    /'; failures=$((failures + 1))
 fi
 expect "all_reduce accl-run -np 2 (processes on one device)" 0 \
   "$bin/accl-run" -np 2 "$bin/all_reduce_perf" --device -g 1 -b 8 -e 256K -f 32 -c 1 -n 2
