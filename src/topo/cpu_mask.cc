@@ -60,9 +60,11 @@ std::string CpuMask::list() const {
   return s;
 }
 
-bool CpuMask::applyToCurrentThread() const {
+bool CpuMask::applyToCurrentThread() const { return applyToThread(pthread_self()); }
+
+bool CpuMask::applyToThread(pthread_t thread) const {
   if (empty()) return true;
-  return pthread_setaffinity_np(pthread_self(), sizeof(set_), &set_) == 0;
+  return pthread_setaffinity_np(thread, sizeof(set_), &set_) == 0;
 }
 
 }  // namespace accl::topo

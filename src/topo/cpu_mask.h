@@ -1,6 +1,7 @@
 // cpu_mask.h: a set of CPUs (cpu_set_t) for placing ACCL's own threads: parsed from and
 // printed as a list ("0-3,8"), intersected, read from and applied to the calling thread.
 #pragma once
+#include <pthread.h>
 #include <sched.h>
 #include <string>
 
@@ -27,6 +28,8 @@ class CpuMask {
   // Binds the calling thread to these CPUs; an empty mask leaves it alone. False (errno set)
   // if the kernel refused.
   bool applyToCurrentThread() const;
+  // The same for another thread (pthread_t of a std::thread's native_handle()).
+  bool applyToThread(pthread_t thread) const;
 
  private:
   cpu_set_t set_;

@@ -14,10 +14,10 @@ namespace accl {
 
 SocketWorker::SocketWorker(SocketLink* link, std::vector<int> sockets, const topo::CpuMask& cpus)
     : link_(link), sockets_(std::move(sockets)), eventFd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
-  thread_ = std::thread([this, cpus] {
-    cpus.applyToCurrentThread();
-    run();
-  });
+  thread_ = std::thread([this] { run(); });
+  // Placed by its creator, not by itself: with small messages moved by the executor, the
+  // thread may not get a core before the first operations are over.
+  cpus.applyToThread(thread_.native_handle());
 }
 
 SocketWorker::~SocketWorker() {
