@@ -167,6 +167,11 @@ ncclResult_t record(const Call& c) {
        c.fn, c.sendbuff, c.recvbuff, c.count, c.type, c.op, c.root,
        static_cast<void*>(c.comm), n, static_cast<void*>(c.stream));
   if (c.count == 0) return ncclSuccess;  // legal no-op
+  {
+    Extents e = extentsOf(c, comm->rank, n);
+    if (e.needSend) NCCLCHECK(comm->backend->checkBuffer(c.fn, "sendbuff", c.sendbuff));
+    if (e.needRecv && c.recvbuff != c.sendbuff) NCCLCHECK(comm->backend->checkBuffer(c.fn, "recvbuff", c.recvbuff));
+  }
   op->sendbuff = c.sendbuff;
   op->recvbuff = c.recvbuff;
   op->comm = std::move(comm);

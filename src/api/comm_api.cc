@@ -30,6 +30,7 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   NCCLCHECK(lookupComm(comm, "ncclCommDestroy", &c));
   unregisterComm(comm);
   waitIdle(*c);
+  c->backend->shutdown(false);
   c->depart();
   traceFlush();
   delete comm;  // queued work, if any, keeps its own reference to the Comm
@@ -47,6 +48,7 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (c->inFlight.load() != 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::microseconds(200));
+  c->backend->shutdown(true);
   traceFlush();
   delete comm;
   return ncclSuccess;

@@ -30,6 +30,8 @@ ncclResult_t createComm(const char* fn, ncclComm_t* out, int nranks, const ncclU
 
   auto impl = std::make_shared<Comm>();
   impl->config = cfg;
+  // On this thread: a CUDA communicator binds to the device current here, as NCCL's does.
+  NCCLCHECK(dev::backendForNewComm(&impl->backend, &cudaDev));
   impl->cudaDev = cudaDev;
   impl->rank = rank;  // known before a non-blocking init finishes
   impl->nranks = nranks;
@@ -66,6 +68,7 @@ ncclResult_t createComm(const char* fn, ncclComm_t* out, int nranks, const ncclU
 
 void waitIdle(Comm& c) {
   while (c.initState.load() == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  c.backend->drain();  // device streams reach their queued collectives in their own time
   while (c.doneTicket.load(std::memory_order_acquire) != c.issueTicket.load()) {
     Doorbell* bell = c.bell();
     uint32_t seq;

@@ -78,15 +78,25 @@ class Backend {
   // data calls below read and write.
   virtual ncclResult_t scratch(size_t bytes, Buffer* out) = 0;
 
+  // User buffers of this backend are host memory (the CPU may read and write them directly,
+  // as the ShmDirect board does).
+  virtual bool hostBuffers() const { return true; }
+  // A user buffer this backend cannot use gets a WARN naming `fn` and `what` ("sendbuff").
+  virtual ncclResult_t checkBuffer(const char* fn, const char* what, const void* p) {
+    (void)fn, (void)what, (void)p;
+    return ncclSuccess;
+  }
   // What `s` means on this backend; an unusable stream gets a WARN naming `fn` and
   // ncclInvalidArgument.
   virtual ncclResult_t resolveStream(const char* fn, cudaStream_t s, StreamRef* out) = 0;
-  // Runs `task` in order on a stream that is not StreamKind::Caller.
-  virtual void enqueue(const StreamRef& s, StreamTask task) = 0;
+  // Runs `task` in order on a stream that is not StreamKind::Caller. A device backend runs it
+  // when the stream reaches it, and again at every replay when the stream is being captured
+  // into a CUDA graph, so the task must be safe to run more than once.
+  virtual ncclResult_t enqueue(const StreamRef& s, StreamTask task) = 0;
   // Like enqueue; a backend may start the task right here when the stream is idle (the host
   // backend does, so an op whose peers are ready costs no thread hand-off).
-  virtual void enqueueResumable(const StreamRef& s, ResumableTask task) {
-    enqueue(s, [task = std::move(task)] {
+  virtual ncclResult_t enqueueResumable(const StreamRef& s, ResumableTask task) {
+    return enqueue(s, [task = std::move(task)] {
       bool done = false;
       return task(-1, &done);
     });
@@ -106,11 +116,26 @@ class Backend {
   virtual bool poll(Fence f) = 0;
   // Blocks until one of `fences` completes or `timeoutUsec` passes.
   virtual void waitAny(const std::vector<Fence>& fences, int64_t timeoutUsec) = 0;
+  // True once a data call failed on the device (the fences of a failed backend all read as
+  // complete, so nothing waits forever; the executor fails the work instead).
+  virtual bool failed() const { return false; }
+
+  // The communicator is going away (ncclCommDestroy/Finalize): returns once every task
+  // enqueued so far has run. Device tasks run when their stream reaches them.
+  virtual void drain() {}
+  // After drain (destroy) or instead of it (abort): stops the backend's threads. With
+  // `abort`, tasks whose stream never reached them are dropped and their streams released.
+  virtual void shutdown(bool abort) { (void)abort; }
 };
 
-// The backend of this process: host today. Chosen once, at first use (backend_choice.cc),
+// The backend of this process: host or CUDA. Chosen once, at first use (backend_choice.cc),
 // which logs one INFO line saying which and why; processBackendWhy() is that line.
 std::shared_ptr<Backend> processBackend();
+// The backend for a communicator created now on this thread: the host backend, or a CUDA
+// backend bound to the current CUDA device (NCCL binds a communicator to the device current
+// at ncclCommInitRank), whose number is returned in *cudaDev (-1 for host).
+ncclResult_t backendForNewComm(std::shared_ptr<Backend>* out, int* cudaDev);
+bool processUsesCuda();
 const std::string& processBackendWhy();
 std::shared_ptr<Backend> hostBackend();
 

@@ -3,16 +3,22 @@
 // backend, said once at INFO (WARN when ACCL_BACKEND=cuda could not be honoured).
 #include "device/backend_choice.h"
 #include <mutex>
+#include "base/check.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "device/backend.h"
+#include "device/cuda/cuda_backend.h"
+#include "device/cuda/cuda_device.h"
 
 namespace accl::dev {
 namespace {
 
-// The CUDA backend (issue 10) has not landed yet: the seam, the driver loader and pointer
-// checks are here, the kernels and the device data path are not.
-constexpr bool kCudaBackendBuilt = false;
+// The CUDA backend is in every build; its kernels only where nvcc was found at build time.
+bool cudaKernelsBuilt() {
+  size_t bytes = 0;
+  cuda::embeddedKernels(&bytes);
+  return bytes > 0;
+}
 
 }  // namespace
 
@@ -36,7 +42,8 @@ BackendChoice chooseBackend(const std::string& setting, const cuda::DriverApi* d
   } else if (cuda::CUresult r = driver->deviceGetCount(&devices); r != cuda::kSuccess || devices == 0) {
     reason = r != cuda::kSuccess ? "cuDeviceGetCount failed: " + cuda::errorText(*driver, r) : "no CUDA device visible";
   } else if (!cudaBuilt) {
-    reason = std::to_string(devices) + " CUDA device(s) visible, but this build of ACCL has no CUDA backend";
+    reason = std::to_string(devices) + " CUDA device(s) visible, but this build of ACCL has no CUDA kernels (nvcc was "
+             "not found when it was built)";
   } else {
     c.cuda = true;
     c.why = "CUDA backend (" + std::to_string(devices) + " device(s))";
@@ -48,26 +55,54 @@ BackendChoice chooseBackend(const std::string& setting, const cuda::DriverApi* d
 }
 
 namespace {
-std::string gWhy;
-}  // namespace
 
-const std::string& processBackendWhy() {
-  processBackend();
-  return gWhy;
-}
+struct ProcessChoice {
+  std::string why;
+  const cuda::DriverApi* driver = nullptr;  // set when the CUDA backend was chosen
+  std::shared_ptr<Backend> backend;
+};
 
-std::shared_ptr<Backend> processBackend() {
+const ProcessChoice& processChoice() {
+  static ProcessChoice pc;
   static std::once_flag once;
   std::call_once(once, [] {
     const std::string setting = param::backend();
     std::string driverWhy;
     const cuda::DriverApi* driver = setting == "host" ? nullptr : cuda::loadDriver(&driverWhy);
-    BackendChoice c = chooseBackend(setting, driver, driverWhy, kCudaBackendBuilt);
-    gWhy = c.why;
+    BackendChoice c = chooseBackend(setting, driver, driverWhy, cudaKernelsBuilt());
+    pc.why = c.why;
     if (c.warn) WARN("%s", c.why.c_str());
     else INFO(kSubsysInit, "%s", c.why.c_str());
+    if (c.cuda) {
+      pc.driver = driver;
+      pc.backend = cuda::makeCudaAllocator(*driver);
+    } else {
+      pc.backend = hostBackend();
+    }
   });
-  return hostBackend();
+  return pc;
+}
+
+}  // namespace
+
+const std::string& processBackendWhy() { return processChoice().why; }
+std::shared_ptr<Backend> processBackend() { return processChoice().backend; }
+bool processUsesCuda() { return processChoice().driver != nullptr; }
+
+ncclResult_t backendForNewComm(std::shared_ptr<Backend>* out, int* cudaDev) {
+  const ProcessChoice& pc = processChoice();
+  if (pc.driver == nullptr) {
+    *out = pc.backend;
+    return ncclSuccess;
+  }
+  // NCCL binds a communicator to the device current at its creation (cudaGetDevice); a
+  // split or shrink passes its parent's device.
+  const int ordinal = *cudaDev >= 0 ? *cudaDev : cuda::currentDevice(*pc.driver);
+  cuda::CudaDevice* dev = cuda::CudaDevice::get(*pc.driver, ordinal);
+  if (dev == nullptr) return ncclUnhandledCudaError;
+  NCCLCHECK(cuda::makeCudaBackend(*dev, out));
+  *cudaDev = ordinal;
+  return ncclSuccess;
 }
 
 }  // namespace accl::dev

@@ -67,9 +67,13 @@ class HostBackend final : public Backend {
     return ncclSuccess;
   }
 
-  void enqueue(const StreamRef& s, StreamTask task) override { s.host->enqueue(std::move(task)); }
-  void enqueueResumable(const StreamRef& s, ResumableTask task) override {
+  ncclResult_t enqueue(const StreamRef& s, StreamTask task) override {
+    s.host->enqueue(std::move(task));
+    return ncclSuccess;
+  }
+  ncclResult_t enqueueResumable(const StreamRef& s, ResumableTask task) override {
     s.host->enqueueResumable(std::move(task), param::streamInlineUsec());
+    return ncclSuccess;
   }
 
   void orderAfter(const StreamRef& first, const std::vector<StreamRef>& others) override {

@@ -36,6 +36,35 @@ ncclResult_t runInits(std::vector<std::function<ncclResult_t()>> inits) {
   return ncclSuccess;
 }
 
+// A device stream runs its task when the stream reaches it, and again at each replay of a
+// CUDA graph that captured it: the first run uses the works planned at launch, later runs plan
+// afresh from copies of the ops (planning may rewrite an op, e.g. to stage overlapping sends).
+// Tickets are taken when the task runs: the backend's worker is then the only thread running
+// this communicator's works, in its own order.
+struct DeviceBatch {
+  std::vector<std::unique_ptr<CommWork>> planned;
+  std::vector<std::vector<OpDesc>> ops;  // per work
+  bool plannedUsed = false;
+};
+
+ncclResult_t runDeviceBatch(DeviceBatch& b) {
+  std::vector<std::unique_ptr<CommWork>> works;
+  if (!b.plannedUsed) {
+    b.plannedUsed = true;
+    works = std::move(b.planned);
+  } else {
+    for (const auto& ops : b.ops) {
+      std::vector<std::unique_ptr<OpDesc>> copies;
+      for (const OpDesc& op : ops) copies.push_back(std::make_unique<OpDesc>(op));
+      std::unique_ptr<CommWork> w;
+      NCCLCHECK(planWork(std::move(copies), &w));
+      works.push_back(std::move(w));
+    }
+  }
+  for (auto& w : works) w->ticket = w->comm->issueTicket.fetch_add(1);
+  return executeWorks(works);
+}
+
 ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
   if (ops.empty()) return ncclSuccess;
   // Split by communicator, keeping call order within each.
@@ -51,7 +80,12 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
   }
   std::vector<std::unique_ptr<CommWork>> works;
   std::vector<std::vector<dev::StreamRef>> extraStreams;
+  std::vector<std::vector<OpDesc>> opCopies;  // device works only: for replays
   for (auto& commOps : byComm) {
+    std::vector<OpDesc> copies;
+    if (commOps.front()->stream.kind == dev::StreamKind::Device)
+      for (const auto& op : commOps) copies.push_back(*op);
+    opCopies.push_back(std::move(copies));
     std::vector<dev::StreamRef> others;
     const dev::StreamRef first = commOps.front()->stream;
     for (auto& op : commOps)
@@ -62,8 +96,10 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
     works.push_back(std::move(w));
     extraStreams.push_back(std::move(others));
   }
-  // Tickets fix each communicator's execution order to the issue order.
-  for (auto& w : works) w->ticket = w->comm->issueTicket.fetch_add(1);
+  // Tickets fix each communicator's execution order to the issue order (device works take
+  // theirs when they run, see DeviceBatch).
+  for (auto& w : works)
+    if (w->stream.kind != dev::StreamKind::Device) w->ticket = w->comm->issueTicket.fetch_add(1);
 
   // Group by stream. What a stream means is the backend's: Caller works run here,
   // concurrently with the ones queued on streams.
@@ -71,6 +107,7 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
     dev::StreamRef stream;
     dev::Backend* backend;
     std::shared_ptr<std::vector<std::unique_ptr<CommWork>>> works;
+    std::vector<std::vector<OpDesc>> ops;  // device streams: per work, copies of its ops
   };
   std::vector<StreamBatch> byStream;
   std::vector<std::unique_ptr<CommWork>> inline_;
@@ -91,30 +128,38 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
     auto it = std::find_if(byStream.begin(), byStream.end(),
                            [&](const StreamBatch& b) { return b.stream == s && b.backend == backend; });
     if (it == byStream.end()) {
-      byStream.push_back({s, backend, std::make_shared<std::vector<std::unique_ptr<CommWork>>>()});
+      byStream.push_back({s, backend, std::make_shared<std::vector<std::unique_ptr<CommWork>>>(), {}});
       it = byStream.end() - 1;
     }
     it->works->push_back(std::move(works[i]));
+    it->ops.push_back(std::move(opCopies[i]));
   }
   // A lone stream batch may start on this thread (Backend::enqueueResumable) when nothing
   // else of this launch must run here or be ordered after it.
   const bool mayStartHere = byStream.size() == 1 && inline_.empty() && dependents.empty();
   for (auto& b : byStream) {
+    if (b.stream.kind == dev::StreamKind::Device) {
+      auto batch = std::make_shared<DeviceBatch>();
+      batch->planned = std::move(*b.works);
+      batch->ops = std::move(b.ops);
+      NCCLCHECK(b.backend->enqueue(b.stream, [batch]() { return runDeviceBatch(*batch); }));
+      continue;
+    }
     auto streamWorks = b.works;
     // A host stream's worker runs on the helper CPUs of the communicator it works for.
     topo::CpuMask cpus;
     if (b.stream.kind == dev::StreamKind::Host) cpus = streamWorks->front()->comm->helperCpus;
     if (mayStartHere) {
-      b.backend->enqueueResumable(b.stream, [streamWorks, cpus](int64_t budgetUsec, bool* done) {
+      NCCLCHECK(b.backend->enqueueResumable(b.stream, [streamWorks, cpus](int64_t budgetUsec, bool* done) {
         if (budgetUsec < 0) placeStreamWorker(cpus);  // on the stream's thread, not the caller's
         return executeWorksFor(*streamWorks, budgetUsec, done);
-      });
+      }));
       continue;
     }
-    b.backend->enqueue(b.stream, [streamWorks, cpus]() {
+    NCCLCHECK(b.backend->enqueue(b.stream, [streamWorks, cpus]() {
       placeStreamWorker(cpus);
       return executeWorks(*streamWorks);
-    });
+    }));
   }
   // Other streams used by a communicator's ops wait until its work has finished.
   for (auto& d : dependents) d.backend->orderAfter(d.first, d.others);

@@ -170,6 +170,7 @@ ncclResult_t Lane::runStep(Comm& comm, const dev::StreamRef& stream, StepState* 
 }
 
 ncclResult_t Lane::advance(Comm& comm, const dev::StreamRef& stream, bool* progressed) {
+  if (comm.backend->failed()) return ncclUnhandledCudaError;  // its WARN named the call
   while (!finished_) {
     if (inFlight_.active) {
       if (!comm.backend->poll(inFlight_.fence)) break;

@@ -64,7 +64,8 @@ void addRankOrderAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, Algo
 void addAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, const Comm& c) {
   const size_t bytes = op.count * dev::typeSize(op.type);
   const bool stream = streamsOutput(op, c.nranks);
-  Algo algo = chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks, c.board.capacity);
+  // The ShmDirect board is read and written by the CPU: host buffers only.
+  Algo algo = chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks, c.backend->hostBuffers() ? c.board.capacity : 0);
   // ShmDirect folds in rank order already ((x0 op x1) op x2 ..., the same on every rank).
   const bool rankOrder =
       isReduction(op.kind) && c.deterministic.load(std::memory_order_relaxed) && algo != Algo::ShmDirect;

@@ -64,6 +64,7 @@ const DriverApi* load(std::string* why) {
   bind(lib, "cuMemFreeAsync", &api.memFreeAsync, &missing);
   bind(lib, "cuMemHostAlloc", &api.memHostAlloc, &missing);
   bind(lib, "cuMemFreeHost", &api.memFreeHost, &missing);
+  bind(lib, "cuMemHostGetDevicePointer_v2", &api.memHostGetDevicePointer, &missing);
   bind(lib, "cuMemHostRegister_v2", &api.memHostRegister, &missing);
   bind(lib, "cuMemHostUnregister", &api.memHostUnregister, &missing);
   bind(lib, "cuMemGetAddressRange_v2", &api.memGetAddressRange, &missing);

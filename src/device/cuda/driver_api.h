@@ -112,6 +112,7 @@ struct DriverApi {
   CUresult (*memFreeAsync)(CUdeviceptr ptr, CUstream stream) = nullptr;                  // cuMemFreeAsync
   CUresult (*memHostAlloc)(void** ptr, size_t bytes, unsigned flags) = nullptr;          // cuMemHostAlloc
   CUresult (*memFreeHost)(void* ptr) = nullptr;                                          // cuMemFreeHost
+  CUresult (*memHostGetDevicePointer)(CUdeviceptr* dptr, void* p, unsigned flags) = nullptr;  // cuMemHostGetDevicePointer_v2
   CUresult (*memHostRegister)(void* ptr, size_t bytes, unsigned flags) = nullptr;        // cuMemHostRegister_v2
   CUresult (*memHostUnregister)(void* ptr) = nullptr;                                    // cuMemHostUnregister
   CUresult (*memGetAddressRange)(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) = nullptr;  // cuMemGetAddressRange_v2

@@ -1,0 +1,525 @@
+#include "device/cuda/cuda_backend.h"
+#include <sched.h>
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include "base/check.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "device/cuda/cuda_device.h"
+#include "device/cuda/fence_queue.h"
+#include "device/cuda/pointer_kind.h"
+#include "device/cuda/stream_gate.h"
+#include "device/host_stream.h"
+
+namespace accl::dev::cuda {
+
+const char* kernelTypeName(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: return "int8";
+    case ncclUint8: return "uint8";
+    case ncclInt32: return "int32";
+    case ncclUint32: return "uint32";
+    case ncclInt64: return "int64";
+    case ncclUint64: return "uint64";
+    case ncclFloat16: return "float16";
+    case ncclFloat32: return "float32";
+    case ncclFloat64: return "float64";
+    case ncclBfloat16: return "bfloat16";
+    case ncclFloat8e4m3: return "fp8e4m3";
+    case ncclFloat8e5m2: return "fp8e5m2";
+    default: return nullptr;
+  }
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const char* redName(RedKind op) {
+  switch (op) {
+    case RedKind::Sum: return "sum";
+    case RedKind::Prod: return "prod";
+    case RedKind::Max: return "max";
+    case RedKind::Min: return "min";
+  }
+  return "sum";
+}
+
+// CU_STREAM_LEGACY and CU_STREAM_PER_THREAD: special handles with no context of their own.
+bool isSpecialStream(cudaStream_t s) {
+  auto v = reinterpret_cast<uintptr_t>(s);
+  return v == 0 || v == 1 || v == 2;
+}
+
+GateMode gateModeSetting(const CudaDevice& dev) {
+  const std::string s = param::cudaStreamSync();
+  if (s == "kernel") return GateMode::Kernels;
+  if (s == "memop" || dev.streamMemOps64()) return GateMode::MemOps;
+  return GateMode::Kernels;  // "auto" on a device without 64-bit memory operations
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(CudaDevice& dev) : dev_(dev), api_(dev.api()), gates_(dev), mode_(gateModeSetting(dev)) {}
+
+  ~CudaBackend() override {
+    shutdown(true);
+    if (inner_) {
+      ContextScope scope(api_, dev_.context());
+      for (auto& s : staging_)
+        if (s.ptr) api_.memFreeAsync(s.ptr, inner_);
+      api_.streamSynchronize(inner_);
+      fences_.reset();
+      api_.streamDestroy(inner_);
+    }
+  }
+
+  ncclResult_t start() {
+    ContextScope scope(api_, dev_.context());
+    // Non-blocking: the legacy default stream, which a user's collective may be gated on,
+    // must not make the backend's own copies wait for it.
+    CUresult r = api_.streamCreate(&inner_, kStreamNonBlocking);
+    if (r != kSuccess) {
+      WARN("CUDA backend: cannot create a stream on device %d: %s", dev_.ordinal(), errorText(api_, r).c_str());
+      return ncclUnhandledCudaError;
+    }
+    fences_ = std::make_unique<FenceQueue>(api_, inner_);
+    worker_ = std::thread([this] { run(); });
+    INFO(kSubsysInit, "CUDA backend on device %d (%s): streams gated with %s", dev_.ordinal(),
+         dev_.pciBusId().c_str(), gateModeName(mode_));
+    return ncclSuccess;
+  }
+
+  const char* name() const override { return "cuda"; }
+  bool hostBuffers() const override { return false; }
+
+  ncclResult_t memAlloc(const char* fn, void** ptr, size_t bytes) override {
+    ContextScope scope(api_, dev_.context());
+    CUdeviceptr p = 0;
+    CUresult r = api_.memAlloc(&p, bytes ? bytes : 1);
+    if (r != kSuccess) {
+      WARN("%s: cuMemAlloc of %zu bytes failed: %s", fn, bytes, errorText(api_, r).c_str());
+      return ncclUnhandledCudaError;
+    }
+    *ptr = reinterpret_cast<void*>(p);
+    return ncclSuccess;
+  }
+  ncclResult_t memFree(const char* fn, void* ptr) override {
+    ContextScope scope(api_, dev_.context());
+    CUresult r = api_.memFree(reinterpret_cast<CUdeviceptr>(ptr));
+    if (r != kSuccess) {
+      WARN("%s: cuMemFree(%p) failed: %s", fn, ptr, errorText(api_, r).c_str());
+      return ncclUnhandledCudaError;
+    }
+    return ncclSuccess;
+  }
+
+  // Device memory ordered on the backend's stream: no implicit device synchronisation (which
+  // could wait for a user's stream that waits for this very collective).
+  ncclResult_t scratch(size_t bytes, Buffer* out) override {
+    ContextScope scope(api_, dev_.context());
+    CUdeviceptr p = 0;
+    CUresult r = api_.memAllocAsync(&p, bytes ? bytes : 1, inner_);
+    if (r != kSuccess) {
+      WARN("CUDA backend: cannot allocate %zu bytes of scratch on device %d: %s", bytes, dev_.ordinal(),
+           errorText(api_, r).c_str());
+      return ncclUnhandledCudaError;
+    }
+    const DriverApi* api = &api_;
+    CUstream s = inner_;
+    CUcontext ctx = dev_.context();
+    *out = Buffer(reinterpret_cast<char*>(p), [api, s, ctx](char* q) {
+      ContextScope scope(*api, ctx);
+      api->memFreeAsync(reinterpret_cast<CUdeviceptr>(q), s);
+    });
+    return ncclSuccess;
+  }
+
+  ncclResult_t checkBuffer(const char* fn, const char* what, const void* p) override {
+    PointerInfo info = pointerInfo(api_, p);
+    if (info.kind == PointerKind::Host && !registeredHost(p)) {
+      WARN("%s: %s %p is host memory, but this communicator runs on CUDA device %d: pass device memory (cudaMalloc, "
+           "ncclMemAlloc) or pinned host memory, or set ACCL_BACKEND=host to run on host buffers",
+           fn, what, p, dev_.ordinal());
+      return ncclInvalidArgument;
+    }
+    if (info.kind == PointerKind::Device && info.device != dev_.ordinal()) {
+      WARN("%s: %s %p is memory of CUDA device %d, but this communicator is bound to device %d (the device current "
+           "when it was created)",
+           fn, what, p, info.device, dev_.ordinal());
+      return ncclInvalidArgument;
+    }
+    return ncclSuccess;
+  }
+
+  ncclResult_t resolveStream(const char* fn, cudaStream_t s, StreamRef* out) override {
+    *out = StreamRef{};
+    out->handle = s;
+    out->kind = StreamKind::Device;
+    if (isSpecialStream(s)) return ncclSuccess;
+    if (lookupHostStream(s) != nullptr) {
+      WARN("%s: stream %p is an ACCL host stream, but this communicator runs on CUDA device %d: pass a CUDA stream, "
+           "or set ACCL_BACKEND=host to run on host buffers and host streams",
+           fn, static_cast<void*>(s), dev_.ordinal());
+      return ncclInvalidArgument;
+    }
+    CUcontext ctx = nullptr;
+    CUresult r = api_.streamGetCtx(s, &ctx);
+    if (r != kSuccess) {
+      WARN("%s: stream %p is not a usable CUDA stream: %s", fn, static_cast<void*>(s), errorText(api_, r).c_str());
+      return ncclInvalidArgument;
+    }
+    if (ctx != dev_.context()) {
+      WARN("%s: stream %p belongs to another CUDA context than this communicator's (device %d's primary context)", fn,
+           static_cast<void*>(s), dev_.ordinal());
+      return ncclInvalidArgument;
+    }
+    return ncclSuccess;
+  }
+
+  ncclResult_t enqueue(const StreamRef& s, StreamTask task) override {
+    ContextScope scope(api_, dev_.context());
+    int capture = kCaptureStatusNone;
+    CUresult r = api_.streamIsCapturing(s.handle, &capture);
+    if (r != kSuccess) {
+      WARN("CUDA backend: cuStreamIsCapturing(%p) failed: %s", static_cast<void*>(s.handle),
+           errorText(api_, r).c_str());
+      return ncclUnhandledCudaError;
+    }
+    if (capture == kCaptureStatusInvalidated) {
+      WARN("CUDA backend: stream %p is in an invalidated capture; the collective cannot be captured",
+           static_cast<void*>(s.handle));
+      return ncclInvalidUsage;
+    }
+    Task t;
+    t.run = std::move(task);
+    NCCLCHECK(gates_.acquire(&t.gate));
+    if (capture == kCaptureStatusActive) {
+      // Captured: the graph replays these three gate operations; each replay starts the task
+      // again (start base -> base+1), waits for it (done base+1) and re-arms (done base).
+      t.captured = true;
+      t.base = t.gate.lastGen;
+      t.gen = t.base + 1;
+      ncclResult_t res = gateWrite(dev_, mode_, s.handle, t.gate.startDev, t.gen);
+      if (res == ncclSuccess) res = gateWait(dev_, mode_, s.handle, t.gate.doneDev, t.gen, true);
+      if (res == ncclSuccess) res = gateWrite(dev_, mode_, s.handle, t.gate.doneDev, t.base);
+      if (res != ncclSuccess) {
+        gates_.release(t.gate);
+        return res;
+      }
+      std::lock_guard<std::mutex> lk(mu_);
+      armed_.push_back(std::move(t));
+      cv_.notify_all();
+      return ncclSuccess;
+    }
+    t.gen = ++t.gate.lastGen;
+    ncclResult_t res = gateWrite(dev_, mode_, s.handle, t.gate.startDev, t.gen);
+    if (res == ncclSuccess) res = gateWait(dev_, mode_, s.handle, t.gate.doneDev, t.gen, false);
+    if (res != ncclSuccess) {
+      // Nothing reached the stream, or only the start write: the gate stays consistent.
+      t.gate.done->store(t.gen, std::memory_order_release);
+      gates_.release(t.gate);
+      return res;
+    }
+    std::lock_guard<std::mutex> lk(mu_);
+    queue_.push_back(std::move(t));
+    cv_.notify_all();
+    return ncclSuccess;
+  }
+
+  void orderAfter(const StreamRef& first, const std::vector<StreamRef>& others) override {
+    ContextScope scope(api_, dev_.context());
+    CUevent ev = nullptr;
+    if (api_.eventCreate(&ev, kEventDisableTiming) != kSuccess) return;
+    if (api_.eventRecord(ev, first.handle) == kSuccess)
+      for (const StreamRef& o : others) api_.streamWaitEvent(o.handle, ev, 0);
+    api_.eventDestroy(ev);  // released by the driver once recorded work completes
+  }
+
+  Fence copy(const StreamRef&, void* dst, const void* src, size_t bytes, bool) override {
+    CUresult r = api_.memcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, inner_);
+    if (r != kSuccess) return fail("cuMemcpyAsync", r);
+    return fences_->record();
+  }
+
+  Fence reduce2(const StreamRef&, ncclDataType_t type, RedKind op, void* dst, const void* a, const void* b,
+                size_t count) override {
+    const char* tn = kernelTypeName(type);
+    if (tn == nullptr) return fail("reduce2: datatype", kErrorInvalidValue);
+    const size_t bytes = count * typeSize(type);
+    Operand D = operand(dst, bytes, 0, false), A = operand(a, bytes, 1, true), B = operand(b, bytes, 2, true);
+    if (failed()) return {};
+    void* pd = D.dev;
+    const void* pa = a == dst ? D.dev : A.dev;
+    const void* pb = b == dst ? D.dev : B.dev;
+    if (a == dst && D.staged) stageIn(D.dev, dst, bytes);
+    if (b == dst && D.staged && a != dst) stageIn(D.dev, dst, bytes);
+    size_t n = count;
+    void* params[] = {&pd, &pa, &pb, &n};
+    launch(std::string("accl_reduce2_") + tn + "_" + redName(op), count, params);
+    if (D.staged) copyOut(dst, D.dev, bytes);
+    return fences_->record();
+  }
+
+  Fence scale(const StreamRef&, ncclDataType_t type, void* dst, const void* src, const void* scalar,
+              size_t count) override {
+    const char* tn = kernelTypeName(type);
+    if (tn == nullptr) return fail("scale: datatype", kErrorInvalidValue);
+    const size_t bytes = count * typeSize(type);
+    Operand D = operand(dst, bytes, 0, false), S = operand(src, bytes, 1, true),
+            K = operand(scalar, typeSize(type), 2, true);
+    if (failed()) return {};
+    void* pd = D.dev;
+    const void* ps = src == dst ? D.dev : S.dev;
+    if (src == dst && D.staged) stageIn(D.dev, dst, bytes);
+    const void* pk = K.dev;
+    size_t n = count;
+    void* params[] = {&pd, &ps, &pk, &n};
+    launch(std::string("accl_scale_") + tn, count, params);
+    if (D.staged) copyOut(dst, D.dev, bytes);
+    return fences_->record();
+  }
+
+  Fence divide(const StreamRef&, ncclDataType_t type, void* dst, const void* src, int divisor,
+               size_t count) override {
+    const char* tn = kernelTypeName(type);
+    if (tn == nullptr) return fail("divide: datatype", kErrorInvalidValue);
+    const size_t bytes = count * typeSize(type);
+    Operand D = operand(dst, bytes, 0, false), S = operand(src, bytes, 1, true);
+    if (failed()) return {};
+    void* pd = D.dev;
+    const void* ps = src == dst ? D.dev : S.dev;
+    if (src == dst && D.staged) stageIn(D.dev, dst, bytes);
+    int dv = divisor;
+    size_t n = count;
+    void* params[] = {&pd, &ps, &dv, &n};
+    launch(std::string("accl_divide_") + tn, count, params);
+    if (D.staged) copyOut(dst, D.dev, bytes);
+    return fences_->record();
+  }
+
+  bool poll(Fence f) override { return fences_->poll(f); }
+
+  void waitAny(const std::vector<Fence>& fences, int64_t timeoutUsec) override {
+    const auto deadline = Clock::now() + std::chrono::microseconds(timeoutUsec);
+    for (int i = 0;; i++) {
+      for (Fence f : fences)
+        if (poll(f)) return;
+      if (Clock::now() >= deadline) return;
+      if (i < 64) sched_yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  bool failed() const override { return failed_ || (fences_ && fences_->failed()); }
+
+  void drain() override {
+    std::unique_lock<std::mutex> lk(mu_);
+    idleCv_.wait(lk, [&] { return queue_.empty() && !runningQueued_; });
+  }
+
+  void shutdown(bool abort) override {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (stop_ && !worker_.joinable()) return;
+      stop_ = true;
+      abort_ = abort;
+      cv_.notify_all();
+    }
+    if (worker_.joinable()) {
+      if (worker_.get_id() == std::this_thread::get_id()) worker_.detach();  // last reference dropped by a task
+      else worker_.join();
+    }
+    // Streams that never reached their task would wait forever: let them pass.
+    std::deque<Task> left;
+    std::vector<Task> armed;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      left.swap(queue_);
+      armed.swap(armed_);
+    }
+    if (!left.empty())
+      WARN("CUDA backend on device %d: %zu queued collective(s) dropped: the communicator was %s before their "
+           "streams reached them",
+           dev_.ordinal(), left.size(), abort ? "aborted" : "destroyed");
+    for (Task& t : left) t.gate.done->store(t.gen, std::memory_order_release);
+    // Captured tasks keep their gates: a graph replayed after the communicator is gone would
+    // otherwise write into reused memory.
+    idleCv_.notify_all();
+  }
+
+ private:
+  struct Task {
+    StreamTask run;
+    Gate gate;
+    uint64_t gen = 1;   // queued: start/done value of this use; captured: the replay's start/done value
+    uint64_t base = 0;  // captured: the value start and done return to between replays
+    bool captured = false;
+  };
+
+  // An operand as the kernels see it: the pointer itself when the device can use it, else a
+  // device staging slot (pageable host memory: copied in with cuMemcpyAsync, or out after).
+  struct Operand {
+    void* dev = nullptr;
+    bool staged = false;
+  };
+
+  struct Staging {
+    CUdeviceptr ptr = 0;
+    size_t bytes = 0;
+  };
+
+  bool registeredHost(const void* p) {
+    // Pinned (cuMemHostAlloc) and registered host memory answer the attribute query as host
+    // memory; pageable memory makes it fail. Both read as Host in PointerInfo.
+    unsigned type = 0;
+    return api_.pointerGetAttribute(&type, kPointerAttributeMemoryType, reinterpret_cast<CUdeviceptr>(p)) ==
+               kSuccess &&
+           dev_.hostPointerIsDevicePointer();
+  }
+
+  bool deviceUsable(const void* p) {
+    unsigned type = 0;
+    if (api_.pointerGetAttribute(&type, kPointerAttributeMemoryType, reinterpret_cast<CUdeviceptr>(p)) != kSuccess)
+      return false;  // pageable host memory
+    return type != kMemoryTypeHost || dev_.hostPointerIsDevicePointer();
+  }
+
+  Operand operand(const void* p, size_t bytes, int slot, bool input) {
+    Operand o;
+    o.dev = const_cast<void*>(p);
+    if (p == nullptr || deviceUsable(p)) return o;
+    Staging& s = staging_[slot];
+    if (s.bytes < bytes) {
+      if (s.ptr) api_.memFreeAsync(s.ptr, inner_);
+      s = {};
+      CUresult r = api_.memAllocAsync(&s.ptr, bytes, inner_);
+      if (r != kSuccess) {
+        fail("cuMemAllocAsync (staging)", r);
+        return o;
+      }
+      s.bytes = bytes;
+    }
+    o.dev = reinterpret_cast<void*>(s.ptr);
+    o.staged = true;
+    if (input) stageIn(o.dev, p, bytes);
+    return o;
+  }
+
+  void stageIn(void* devp, const void* host, size_t bytes) {
+    CUresult r = api_.memcpyAsync(reinterpret_cast<CUdeviceptr>(devp), reinterpret_cast<CUdeviceptr>(host), bytes,
+                                  inner_);
+    if (r != kSuccess) fail("cuMemcpyAsync (stage in)", r);
+  }
+  void copyOut(void* host, const void* devp, size_t bytes) {
+    CUresult r = api_.memcpyAsync(reinterpret_cast<CUdeviceptr>(host), reinterpret_cast<CUdeviceptr>(devp), bytes,
+                                  inner_);
+    if (r != kSuccess) fail("cuMemcpyAsync (stage out)", r);
+  }
+
+  void launch(const std::string& kernel, size_t count, void** params) {
+    CUfunction fn = dev_.kernel(kernel);
+    if (fn == nullptr) {
+      fail(kernel.c_str(), kErrorInvalidValue);
+      return;
+    }
+    constexpr unsigned kThreads = 256;
+    const size_t wanted = (count + kThreads - 1) / kThreads;
+    const unsigned blocks = static_cast<unsigned>(
+        std::max<size_t>(1, std::min<size_t>(wanted, static_cast<size_t>(dev_.multiprocessors()) * 8)));
+    CUresult r = api_.launchKernel(fn, blocks, 1, 1, kThreads, 1, 1, 0, inner_, params, nullptr);
+    if (r != kSuccess) fail(kernel.c_str(), r);
+  }
+
+  Fence fail(const char* what, CUresult r) {
+    if (!failed_) WARN("CUDA backend on device %d: %s failed: %s", dev_.ordinal(), what, errorText(api_, r).c_str());
+    failed_ = true;
+    return {};
+  }
+
+  // Runs each queued task when its stream has reached it, and captured tasks whenever a
+  // graph replay reaches them.
+  void run() {
+    api_.ctxSetCurrent(dev_.context());
+    int idleRounds = 0;
+    std::unique_lock<std::mutex> lk(mu_);
+    while (!stop_) {
+      Task* ready = nullptr;
+      bool fromQueue = false;
+      if (!queue_.empty() && queue_.front().gate.start->load(std::memory_order_acquire) >= queue_.front().gen) {
+        ready = &queue_.front();
+        fromQueue = true;
+      }
+      for (size_t i = 0; ready == nullptr && i < armed_.size(); i++)
+        if (armed_[i].gate.start->load(std::memory_order_acquire) == armed_[i].gen) ready = &armed_[i];
+      if (ready == nullptr) {
+        if (queue_.empty() && armed_.empty()) {
+          cv_.wait(lk);
+          idleRounds = 0;
+          continue;
+        }
+        // A stream gets there when its earlier work finishes: poll, spinning briefly, then
+        // yielding, then sleeping (armed graph tasks may wait for a replay for a long time).
+        lk.unlock();
+        if (idleRounds < 200) sched_yield();
+        else std::this_thread::sleep_for(std::chrono::microseconds(idleRounds < 2000 ? 20 : 200));
+        idleRounds++;
+        lk.lock();
+        continue;
+      }
+      idleRounds = 0;
+      if (fromQueue) runningQueued_ = true;
+      Task* t = ready;
+      if (t->captured) t->gate.start->store(t->base, std::memory_order_relaxed);
+      StreamTask fn = t->run;  // armed_ may grow (and move) while the task runs
+      Gate gate = t->gate;
+      const uint64_t gen = t->gen;
+      lk.unlock();
+      fn();  // failures are the communicator's (async error); the stream still continues
+      while (!fences_->idle()) sched_yield();
+      gate.done->store(gen, std::memory_order_release);
+      fn = nullptr;
+      lk.lock();
+      if (fromQueue) {
+        queue_.pop_front();
+        runningQueued_ = false;
+        gates_.release(gate);
+        idleCv_.notify_all();
+      }
+    }
+  }
+
+  CudaDevice& dev_;
+  const DriverApi& api_;
+  GateSlab gates_;
+  GateMode mode_;
+  CUstream inner_ = nullptr;
+  std::unique_ptr<FenceQueue> fences_;
+  Staging staging_[3];
+  bool failed_ = false;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable idleCv_;
+  std::deque<Task> queue_;
+  std::vector<Task> armed_;
+  bool runningQueued_ = false;
+  bool stop_ = false;
+  bool abort_ = false;
+  std::thread worker_;
+};
+
+}  // namespace
+
+ncclResult_t makeCudaBackend(CudaDevice& dev, std::shared_ptr<Backend>* out) {
+  auto b = std::make_shared<CudaBackend>(dev);
+  NCCLCHECK(b->start());
+  *out = std::move(b);
+  return ncclSuccess;
+}
+
+}  // namespace accl::dev::cuda

@@ -1,0 +1,98 @@
+#include "device/cuda/cuda_device.h"
+#include <memory>
+#include "base/log.h"
+
+extern "C" {
+// kernels_blob.S: the fatbin built by nvcc, between these two symbols.
+extern const char accl_cuda_fatbin_begin[];
+extern const char accl_cuda_fatbin_end[];
+}
+
+namespace accl::dev::cuda {
+
+const void* embeddedKernels(size_t* bytes) {
+  *bytes = static_cast<size_t>(accl_cuda_fatbin_end - accl_cuda_fatbin_begin);
+  return accl_cuda_fatbin_begin;
+}
+
+CudaDevice* CudaDevice::get(const DriverApi& api, int ordinal) {
+  static std::mutex mu;
+  static std::map<int, std::unique_ptr<CudaDevice>> devices;  // for the life of the process
+  std::lock_guard<std::mutex> lk(mu);
+  auto it = devices.find(ordinal);
+  if (it != devices.end()) return it->second.get();
+  std::unique_ptr<CudaDevice> d(new CudaDevice(api, ordinal));
+  if (d->init() != ncclSuccess) return nullptr;  // not cached: a later call says why again
+  return devices.emplace(ordinal, std::move(d)).first->second.get();
+}
+
+ncclResult_t CudaDevice::init() {
+  CUdevice dev = 0;
+  CUresult r = api_.deviceGet(&dev, ordinal_);
+  if (r != kSuccess) {
+    WARN("CUDA device %d: cuDeviceGet failed: %s", ordinal_, errorText(api_, r).c_str());
+    return ncclUnhandledCudaError;
+  }
+  if ((r = api_.primaryCtxRetain(&ctx_, dev)) != kSuccess) {
+    WARN("CUDA device %d: cannot retain its primary context: %s", ordinal_, errorText(api_, r).c_str());
+    return ncclUnhandledCudaError;
+  }
+  char bus[64] = {};
+  if (api_.deviceGetPCIBusId(bus, sizeof(bus), dev) == kSuccess) pciBusId_ = bus;
+  api_.deviceGetUuid(&uuid_, dev);
+  int v = 0;
+  if (api_.deviceGetAttribute(&v, kAttrMultiprocessorCount, dev) == kSuccess && v > 0) sms_ = v;
+  v = 0;
+  hostPtrIsDevPtr_ = api_.deviceGetAttribute(&v, kAttrCanUseHostPointerForRegisteredMem, dev) == kSuccess && v;
+  v = 0;
+  memOps64_ = api_.deviceGetAttribute(&v, kAttrCanUse64BitStreamMemOps, dev) == kSuccess && v;
+  size_t bytes = 0;
+  const void* image = embeddedKernels(&bytes);
+  if (bytes == 0) {
+    WARN("CUDA device %d: this build of ACCL has no CUDA kernels (nvcc was not found when it was built)", ordinal_);
+    return ncclInvalidUsage;
+  }
+  ContextScope scope(api_, ctx_);
+  if ((r = api_.moduleLoadData(&module_, image)) != kSuccess) {
+    WARN("CUDA device %d (%s): cannot load ACCL's kernels: %s (built for sm 80/90/100 + PTX; is the driver older "
+         "than the CUDA toolkit ACCL was built with?)",
+         ordinal_, pciBusId_.c_str(), errorText(api_, r).c_str());
+    return ncclUnhandledCudaError;
+  }
+  INFO(kSubsysInit, "CUDA device %d (%s): %d SMs, registered host memory %s, 64-bit stream memory operations %s",
+       ordinal_, pciBusId_.c_str(), sms_, hostPtrIsDevPtr_ ? "at the same address" : "mapped",
+       memOps64_ ? "yes" : "no");
+  return ncclSuccess;
+}
+
+CUfunction CudaDevice::kernel(const std::string& name) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = kernels_.find(name);
+  if (it != kernels_.end()) return it->second;
+  CUfunction fn = nullptr;
+  CUresult r = api_.moduleGetFunction(&fn, module_, name.c_str());
+  if (r != kSuccess) {
+    WARN("CUDA device %d: kernel %s not found in ACCL's module: %s", ordinal_, name.c_str(), errorText(api_, r).c_str());
+    fn = nullptr;
+  }
+  kernels_[name] = fn;
+  return fn;
+}
+
+ContextScope::ContextScope(const DriverApi& api, CUcontext ctx) : api_(api) {
+  if (api_.ctxGetCurrent(&prev_) != kSuccess) prev_ = nullptr;
+  if (prev_ != ctx) changed_ = api_.ctxSetCurrent(ctx) == kSuccess;
+}
+
+ContextScope::~ContextScope() {
+  if (changed_) api_.ctxSetCurrent(prev_);
+}
+
+int currentDevice(const DriverApi& api) {
+  CUcontext ctx = nullptr;
+  CUdevice dev = 0;
+  if (api.ctxGetCurrent(&ctx) == kSuccess && ctx != nullptr && api.ctxGetDevice(&dev) == kSuccess) return dev;
+  return 0;
+}
+
+}  // namespace accl::dev::cuda
