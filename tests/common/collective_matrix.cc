@@ -149,6 +149,9 @@ class Region {
   explicit Region(size_t bytes) : bytes_(bytes), mem_(bytes + 2 * kGuard, kFill) {}
   unsigned char* data() { return mem_.data() + kGuard; }
   size_t bytes() const { return bytes_; }
+  // With the guards: what a device mirror copies.
+  unsigned char* raw() { return mem_.data(); }
+  size_t rawBytes() const { return mem_.size(); }
   bool guardsIntact() const {
     for (size_t i = 0; i < kGuard; i++) {
       if (mem_[i] != kFill || mem_[kGuard + bytes_ + i] != kFill) return false;
@@ -164,9 +167,9 @@ class Region {
 class CaseRunner {
  public:
   CaseRunner(ncclComm_t comm, int rank, int nranks, const MatrixCase& c, cudaStream_t stream,
-             std::vector<std::string>* messages, bool corrupt)
+             std::vector<std::string>* messages, bool corrupt, MatrixDevice* device)
       : comm_(comm), rank_(rank), n_(nranks), c_(c), stream_(stream), in_(c, nranks), es_(typeInfo(c.type).size),
-        messages_(messages), corrupt_(corrupt) {}
+        messages_(messages), corrupt_(corrupt), device_(device) {}
 
   // Whether this rank checked output elements, and whether any check failed.
   bool checkedOutput() const { return checkedOutput_; }
@@ -267,7 +270,7 @@ class CaseRunner {
       }
     }
 
-    if (!launch(sendPtr, recvPtr)) return;
+    if (!(device_ ? launchOnDevice(sendPtr, recvPtr, sendR.get(), recvR.get()) : launch(sendPtr, recvPtr))) return;
 
     if (sendR && !sendR->guardsIntact()) fail("bytes next to the send buffer were overwritten");
     if (recvR && !recvR->guardsIntact()) fail("bytes next to the receive buffer were overwritten");
@@ -317,6 +320,84 @@ class CaseRunner {
 
   void fillInputs(unsigned char* dst, size_t first, size_t elems) {
     for (size_t j = 0; j < elems; j++) storeBits(dst, j, es_, in_.bits(rank_, first + j));
+  }
+
+  // The case on device mirrors of its regions: same layout, guards included.
+  bool launchOnDevice(void* sendPtr, void* recvPtr, Region* sendR, Region* recvR) {
+    struct Mirror {
+      Region* host;
+      unsigned char* dev;
+    };
+    std::vector<Mirror> mirrors;
+    for (Region* r : {sendR, recvR}) {
+      if (r == nullptr) continue;
+      auto* d = static_cast<unsigned char*>(device_->alloc(r->rawBytes()));
+      if (d == nullptr) {
+        fail("device allocation failed");
+        for (auto& m : mirrors) device_->release(m.dev);
+        return false;
+      }
+      device_->upload(d, r->raw(), r->rawBytes());
+      mirrors.push_back({r, d});
+    }
+    auto onDevice = [&](void* p) -> void* {
+      if (p == nullptr) return nullptr;
+      auto* q = static_cast<unsigned char*>(p);
+      for (auto& m : mirrors)
+        if (q >= m.host->raw() && q < m.host->raw() + m.host->rawBytes()) return m.dev + (q - m.host->raw());
+      return p;
+    };
+    ncclRedOp_t op = builtinOf(c_.op);
+    bool created = false;
+    void* devScalar = nullptr;
+    if (c_.op == MatrixOp::PreMulHost || c_.op == MatrixOp::PreMulDevice) {
+      const bool device = c_.op == MatrixOp::PreMulDevice;
+      alignas(8) uint64_t scalarStorage = device ? 0 : in_.scalarBits(rank_);
+      void* scalarArg = &scalarStorage;
+      if (device) {
+        // Read when the collective runs: zero at creation, the real value stored afterwards.
+        devScalar = device_->alloc(8);
+        device_->upload(devScalar, &scalarStorage, 8);
+        scalarArg = devScalar;
+      }
+      ncclResult_t r = ncclRedOpCreatePreMulSum(&op, scalarArg, c_.type,
+                                                device ? ncclScalarDevice : ncclScalarHostImmediate, comm_);
+      if (r != ncclSuccess) {
+        fail(std::string("ncclRedOpCreatePreMulSum returned ") + ncclGetErrorString(r));
+        if (devScalar) device_->release(devScalar);
+        for (auto& m : mirrors) device_->release(m.dev);
+        return false;
+      }
+      created = true;
+      if (device) {
+        scalarStorage = in_.scalarBits(rank_);
+        device_->upload(devScalar, &scalarStorage, 8);
+      }
+    }
+    const cudaStream_t stream = c_.launch == 1 ? device_->stream() : device_->nullStream();
+    const bool grouped = c_.launch == 2 || c_.coll == Coll::SendRecvRing || c_.coll == Coll::SendRecvAllPairs;
+    ncclResult_t r = ncclSuccess;
+    if (grouped) r = ncclGroupStart();
+    if (r == ncclSuccess) r = call(onDevice(sendPtr), onDevice(recvPtr), op, stream);
+    if (grouped) {
+      ncclResult_t e = ncclGroupEnd();
+      if (r == ncclSuccess) r = e;
+    }
+    if (r == ncclSuccess) r = device_->synchronize(stream);
+    if (created) {
+      ncclResult_t d = ncclRedOpDestroy(op, comm_);
+      if (d != ncclSuccess) fail(std::string("ncclRedOpDestroy returned ") + ncclGetErrorString(d));
+    }
+    for (auto& m : mirrors) {
+      device_->download(m.host->raw(), m.dev, m.host->rawBytes());
+      device_->release(m.dev);
+    }
+    if (devScalar) device_->release(devScalar);
+    if (r != ncclSuccess) {
+      fail(std::string("returned ") + ncclGetErrorString(r) + " (" + ncclGetLastError(comm_) + ")");
+      return false;
+    }
+    return true;
   }
 
   bool launch(void* sendPtr, void* recvPtr) {
@@ -481,6 +562,7 @@ class CaseRunner {
   std::vector<std::string>* messages_;
   size_t perCase_ = 0;
   bool corrupt_ = false;
+  MatrixDevice* device_ = nullptr;
   bool checkedOutput_ = false;
 };
 
@@ -590,7 +672,7 @@ std::vector<MatrixCase> buildMatrix(int nranks, const MatrixScope& scope) {
 }
 
 std::vector<std::string> runMatrixCases(ncclComm_t comm, int rank, int nranks, const std::vector<MatrixCase>& cases,
-                                        Watchdog* watchdog, bool corruptOutputs) {
+                                        Watchdog* watchdog, bool corruptOutputs, MatrixDevice* device) {
   std::vector<std::string> messages;
   std::vector<std::string> undetected, scratch;
   cudaStream_t stream = nullptr;
@@ -601,7 +683,7 @@ std::vector<std::string> runMatrixCases(ncclComm_t comm, int rank, int nranks, c
   }
   for (const MatrixCase& c : cases) {
     if (watchdog) watchdog->at(rank, describeCase(c));
-    CaseRunner runner(comm, rank, nranks, c, stream, corruptOutputs ? &scratch : &messages, corruptOutputs);
+    CaseRunner runner(comm, rank, nranks, c, stream, corruptOutputs ? &scratch : &messages, corruptOutputs, device);
     runner.run();
     if (corruptOutputs && runner.checkedOutput() && !runner.failed() && undetected.size() < kMaxMessages) {
       undetected.push_back("rank " + std::to_string(rank) + ": " + describeCase(c) + ": corrupted output not detected");

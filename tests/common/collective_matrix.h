@@ -59,13 +59,33 @@ struct MatrixScope {
 inline constexpr size_t kPrimeCount = 131101;
 inline constexpr size_t kBigBytes = size_t{16} << 20;
 
+// Where a matrix keeps its buffers when they are not host memory (tests of a device backend):
+// each case's buffers, guard bytes included, are mirrored in device memory, uploaded before the
+// call and read back after it, and the checks run on what came back. Calls on the NULL stream
+// are followed by synchronize(nullptr), since a device NULL stream does not block the host.
+class MatrixDevice {
+ public:
+  virtual ~MatrixDevice() = default;
+  virtual void* alloc(size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  virtual void upload(void* dev, const void* host, size_t bytes) = 0;
+  virtual void download(void* host, const void* dev, size_t bytes) = 0;
+  virtual cudaStream_t stream() = 0;  // the stream of launch mode 1
+  // The stream of launch modes 0 and 2: the NULL stream, except where ranks are threads of one
+  // process on one device, which share the NULL stream (their collectives would wait for each
+  // other, as NCCL's kernels would).
+  virtual cudaStream_t nullStream() = 0;
+  virtual ncclResult_t synchronize(cudaStream_t s) = 0;
+};
+
 std::vector<MatrixCase> buildMatrix(int nranks, const MatrixScope& scope);
 std::string describeCase(const MatrixCase& c);
 
 // Runs all cases in order on this rank (every rank must run the same list). Returns mismatch
 // and error messages, at most a few per case and ~40 in all.
 std::vector<std::string> runMatrixCases(ncclComm_t comm, int rank, int nranks, const std::vector<MatrixCase>& cases,
-                                        Watchdog* watchdog, bool corruptOutputs = false);
+                                        Watchdog* watchdog, bool corruptOutputs = false,
+                                        MatrixDevice* device = nullptr);
 
 // Whole matrix on `nranks` threads of this process. Returns all ranks' messages.
 std::vector<std::string> runMatrixOnThreads(int nranks, const MatrixScope& scope);

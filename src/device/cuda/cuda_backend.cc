@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 #include "base/check.h"
@@ -55,6 +56,15 @@ bool isSpecialStream(cudaStream_t s) {
   return v == 0 || v == 1 || v == 2;
 }
 
+GateSlab& deviceGates(CudaDevice& dev) {
+  static std::mutex mu;
+  static std::map<CudaDevice*, GateSlab*> slabs;  // never freed: see GateSlab
+  std::lock_guard<std::mutex> lk(mu);
+  GateSlab*& s = slabs[&dev];
+  if (s == nullptr) s = new GateSlab(dev);
+  return *s;
+}
+
 GateMode gateModeSetting(const CudaDevice& dev) {
   const std::string s = param::cudaStreamSync();
   if (s == "kernel") return GateMode::Kernels;
@@ -64,7 +74,8 @@ GateMode gateModeSetting(const CudaDevice& dev) {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(CudaDevice& dev) : dev_(dev), api_(dev.api()), gates_(dev), mode_(gateModeSetting(dev)) {}
+  explicit CudaBackend(CudaDevice& dev)
+      : dev_(dev), api_(dev.api()), gates_(deviceGates(dev)), mode_(gateModeSetting(dev)) {}
 
   ~CudaBackend() override {
     shutdown(true);
@@ -211,6 +222,8 @@ class CudaBackend final : public Backend {
         gates_.release(t.gate);
         return res;
       }
+      INFO(kSubsysColl, "CUDA backend on device %d: collective captured on stream %p; every replay of the graph runs it",
+           dev_.ordinal(), static_cast<void*>(s.handle));
       std::lock_guard<std::mutex> lk(mu_);
       armed_.push_back(std::move(t));
       cv_.notify_all();
@@ -346,9 +359,10 @@ class CudaBackend final : public Backend {
       WARN("CUDA backend on device %d: %zu queued collective(s) dropped: the communicator was %s before their "
            "streams reached them",
            dev_.ordinal(), left.size(), abort ? "aborted" : "destroyed");
+    // Their gates are not reused: the stream still writes `start` when it gets there.
     for (Task& t : left) t.gate.done->store(t.gen, std::memory_order_release);
-    // Captured tasks keep their gates: a graph replayed after the communicator is gone would
-    // otherwise write into reused memory.
+    // Captured tasks keep their gates too: a graph may be replayed after the communicator is
+    // gone (its wait then never ends, as with NCCL; the memory it writes is still ours).
     idleCv_.notify_all();
   }
 
@@ -495,7 +509,7 @@ class CudaBackend final : public Backend {
 
   CudaDevice& dev_;
   const DriverApi& api_;
-  GateSlab gates_;
+  GateSlab& gates_;
   GateMode mode_;
   CUstream inner_ = nullptr;
   std::unique_ptr<FenceQueue> fences_;

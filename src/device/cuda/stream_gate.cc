@@ -12,10 +12,6 @@ constexpr size_t kFlagStride = 64;  // each flag on its own cache line: the GPU 
 
 const char* gateModeName(GateMode m) { return m == GateMode::MemOps ? "stream memory operations" : "gate kernels"; }
 
-GateSlab::~GateSlab() {
-  for (void* c : chunks_) dev_.api().memFreeHost(c);
-}
-
 ncclResult_t GateSlab::acquire(Gate* out) {
   std::lock_guard<std::mutex> lk(mu_);
   if (free_.empty()) {

@@ -28,11 +28,13 @@ struct Gate {
 enum class GateMode { MemOps, Kernels };
 const char* gateModeName(GateMode m);
 
-// Gates of one backend, carved from pinned chunks; a released gate is reused.
+// Gates of one device, carved from pinned chunks that live as long as the process: a stream
+// may still reach a gate after its communicator is gone (abort, a graph replayed late), and
+// its write must land in memory that is still ours. A released gate is reused.
 class GateSlab {
  public:
   explicit GateSlab(CudaDevice& dev) : dev_(dev) {}
-  ~GateSlab();
+  ~GateSlab() = default;  // never destroyed: see above
   GateSlab(const GateSlab&) = delete;
   GateSlab& operator=(const GateSlab&) = delete;
   ncclResult_t acquire(Gate* out);

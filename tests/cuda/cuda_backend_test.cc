@@ -1,0 +1,255 @@
+// The CUDA backend through the public API: the collective matrix on device buffers (threads
+// and processes), stream ordering without blocking the host, CUDA graph capture and replay,
+// bad input and abort with work in flight. Runs on the fake driver (label fakegpu, CI) and on
+// a real GPU (label gpu); skips with the reason where there is no driver.
+#include <gtest/gtest.h>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+#include "accl.h"
+#include "common/collective_matrix.h"
+#include "common/rank_runner.h"
+#include "cuda/device_matrix.h"
+#include "cuda/test_driver.h"
+#include "nccl.h"
+
+namespace accl_cuda_test {
+namespace {
+
+using accl_test::runThreadRanks;
+
+#define REQUIRE_DRIVER(d)                                      \
+  std::string why_;                                            \
+  const TestDriver* d = testDriver(&why_);                     \
+  if (d == nullptr) GTEST_SKIP() << "SKIP: " << why_;
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (auto& m : v) s += m + "\n";
+  return s;
+}
+
+TEST(CudaBackend, MatrixOnTwoThreadRanksOnOneDevice) {
+  REQUIRE_DRIVER(d);
+  const int n = 2;
+  accl_test::MatrixScope scope;
+  const auto cases = accl_test::buildMatrix(n, scope);
+  std::vector<std::vector<std::string>> perRank(n);
+  accl_test::Watchdog watchdog(n, 120);
+  std::string error;
+  bool ok = runThreadRanks(
+      n,
+      [&](ncclComm_t comm, int rank) {
+        useDevice(0);
+        DriverMatrixDevice dev(*d, true);
+        perRank[rank] = accl_test::runMatrixCases(comm, rank, n, cases, &watchdog, false, &dev);
+      },
+      &error);
+  ASSERT_TRUE(ok) << error;
+  for (int r = 0; r < n; r++) EXPECT_TRUE(perRank[r].empty()) << joined(perRank[r]);
+}
+
+TEST(CudaBackend, MatrixOnThreeProcessesOnOneDevice) {
+  if (const accl_test::ChildRole* role = accl_test::childRole()) {
+    std::string why;
+    const TestDriver* d = testDriver(&why);
+    ASSERT_NE(d, nullptr) << why;
+    ncclComm_t comm = nullptr;
+    ASSERT_EQ(ncclSuccess, accl_test::initChildRankComm(*role, &comm));
+    DriverMatrixDevice dev(*d, false);
+    accl_test::Watchdog watchdog(role->nranks, 120);
+    auto cases = accl_test::buildMatrix(role->nranks, accl_test::MatrixScope{});
+    auto messages = accl_test::runMatrixCases(comm, role->rank, role->nranks, cases, &watchdog, false, &dev);
+    EXPECT_TRUE(messages.empty()) << joined(messages);
+    EXPECT_EQ(ncclSuccess, ncclCommDestroy(comm));
+    return;
+  }
+  REQUIRE_DRIVER(d);
+  auto r = accl_test::runChildProcesses(3, true, 0, {}, 300);
+  EXPECT_TRUE(r.ok) << r.report;
+}
+
+// A stream held back by a flag the test controls: the call must return at once, write nothing
+// until the stream gets there, and be complete when the stream is synchronised.
+struct HeldStream {
+  const TestDriver& d;
+  CUstream stream = nullptr;
+  volatile uint64_t* flag = nullptr;
+  explicit HeldStream(const TestDriver& drv) : d(drv) {
+    void* p = nullptr;
+    d.memHostAlloc(&p, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+    flag = static_cast<volatile uint64_t*>(p);
+    *flag = 0;
+    CUdeviceptr dp = 0;
+    d.memHostGetDevicePointer(&dp, p, 0);
+    d.streamCreate(&stream, CU_STREAM_NON_BLOCKING);
+    d.streamWaitValue64(stream, dp, 1, CU_STREAM_WAIT_VALUE_GEQ);
+  }
+  void release() { *flag = 1; }
+  ~HeldStream() {
+    release();
+    d.streamSynchronize(stream);
+    d.streamDestroy(stream);
+    d.memFreeHost(const_cast<uint64_t*>(flag));
+  }
+};
+
+TEST(CudaBackend, CallReturnsAtOnceAndTheStreamCarriesTheResult) {
+  REQUIRE_DRIVER(d);
+  const int n = 2;
+  const size_t count = 1 << 16;
+  std::vector<int> failures(n, 0);
+  std::string error;
+  bool ok = runThreadRanks(
+      n,
+      [&](ncclComm_t comm, int rank) {
+        useDevice(0);
+        std::vector<float> host(count, static_cast<float>(rank + 1)), out(count, -1.0f);
+        CUdeviceptr in = 0, res = 0;
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&in, count * 4));
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&res, count * 4));
+        d->memcpyHtoD(in, host.data(), count * 4);
+        d->memcpyHtoD(res, out.data(), count * 4);
+        {
+          HeldStream held(*d);
+          auto t0 = std::chrono::steady_clock::now();
+          ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(in), reinterpret_cast<void*>(res), count,
+                                               ncclFloat32, ncclSum, comm, reinterpret_cast<cudaStream_t>(held.stream)));
+          EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2)) << "the call waited for the stream";
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          EXPECT_EQ(CUDA_ERROR_NOT_READY, d->streamQuery(held.stream));
+          d->memcpyDtoH(out.data(), res, count * 4);
+          EXPECT_EQ(-1.0f, out[0]) << "the result was written before the stream reached the call";
+          held.release();
+          ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(held.stream));
+        }
+        d->memcpyDtoH(out.data(), res, count * 4);
+        for (size_t i = 0; i < count; i++)
+          if (out[i] != 3.0f) failures[rank]++;
+        d->memFree(in);
+        d->memFree(res);
+      },
+      &error);
+  ASSERT_TRUE(ok) << error;
+  for (int r = 0; r < n; r++) EXPECT_EQ(0, failures[r]) << "rank " << r;
+}
+
+TEST(CudaBackend, CapturedAllReduceReplaysWithNewInputsEveryTime) {
+  REQUIRE_DRIVER(d);
+  const int n = 2;
+  const size_t count = 4099;
+  std::vector<std::string> problems(n);
+  std::string error;
+  bool ok = runThreadRanks(
+      n,
+      [&](ncclComm_t comm, int rank) {
+        useDevice(0);
+        CUstream s = nullptr;
+        ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CUdeviceptr in = 0, out = 0;
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&in, count * 4));
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&out, count * 4));
+        ASSERT_EQ(CUDA_SUCCESS, d->streamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+        ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(in), reinterpret_cast<void*>(out), count,
+                                             ncclInt32, ncclSum, comm, reinterpret_cast<cudaStream_t>(s)));
+        CUgraph graph = nullptr;
+        ASSERT_EQ(CUDA_SUCCESS, d->streamEndCapture(s, &graph));
+        CUgraphExec exec = nullptr;
+        ASSERT_EQ(CUDA_SUCCESS, d->graphInstantiate(&exec, graph, 0));
+        for (int replay = 0; replay < 3; replay++) {
+          std::vector<int32_t> host(count);
+          for (size_t i = 0; i < count; i++) host[i] = static_cast<int32_t>(i * (rank + 1) + replay * 1000);
+          d->memcpyHtoD(in, host.data(), count * 4);
+          ASSERT_EQ(CUDA_SUCCESS, d->graphLaunch(exec, s));
+          ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
+          d->memcpyDtoH(host.data(), out, count * 4);
+          for (size_t i = 0; i < count; i++) {
+            int32_t want = static_cast<int32_t>(i * 3 + replay * 2000);  // ranks 1 and 2 times i
+            if (host[i] != want) {
+              problems[rank] += "replay " + std::to_string(replay) + " element " + std::to_string(i) + ": got " +
+                                std::to_string(host[i]) + " want " + std::to_string(want) + "\n";
+              break;
+            }
+          }
+        }
+        d->graphExecDestroy(exec);
+        d->graphDestroy(graph);
+        d->memFree(in);
+        d->memFree(out);
+        d->streamDestroy(s);
+      },
+      &error);
+  ASSERT_TRUE(ok) << error;
+  for (int r = 0; r < n; r++) EXPECT_TRUE(problems[r].empty()) << problems[r];
+}
+
+TEST(CudaBackend, HostBuffersAndHostStreamsAreRefusedByName) {
+  REQUIRE_DRIVER(d);
+  std::string error;
+  bool ok = runThreadRanks(
+      1,
+      [&](ncclComm_t comm, int) {
+        useDevice(0);
+        int dev = -1;
+        EXPECT_EQ(ncclSuccess, ncclCommCuDevice(comm, &dev));
+        EXPECT_EQ(0, dev);
+        std::vector<float> host(16, 1.0f);
+        CUdeviceptr buf = 0;
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf, 64));
+        EXPECT_EQ(ncclInvalidArgument, ncclAllReduce(host.data(), host.data(), 16, ncclFloat32, ncclSum, comm, nullptr));
+        EXPECT_NE(std::string::npos, std::string(ncclGetLastError(comm)).find("is host memory"))
+            << ncclGetLastError(comm);
+        cudaStream_t hs = nullptr;
+        ASSERT_EQ(ncclSuccess, ncclHostStreamCreate(&hs));
+        EXPECT_EQ(ncclInvalidArgument, ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), 16,
+                                                     ncclFloat32, ncclSum, comm, hs));
+        EXPECT_NE(std::string::npos, std::string(ncclGetLastError(comm)).find("ACCL host stream"))
+            << ncclGetLastError(comm);
+        ncclHostStreamDestroy(hs);
+        // ncclMemAlloc: device memory of the current device.
+        void* m = nullptr;
+        ASSERT_EQ(ncclSuccess, ncclMemAlloc(&m, 1 << 20));
+        std::vector<char> pattern(1 << 20, 7), back(1 << 20, 0);
+        EXPECT_EQ(CUDA_SUCCESS, d->memcpyHtoD(reinterpret_cast<CUdeviceptr>(m), pattern.data(), pattern.size()));
+        EXPECT_EQ(CUDA_SUCCESS, d->memcpyDtoH(back.data(), reinterpret_cast<CUdeviceptr>(m), back.size()));
+        EXPECT_EQ(pattern, back);
+        EXPECT_EQ(ncclSuccess, ncclMemFree(m));
+        d->memFree(buf);
+      },
+      &error);
+  ASSERT_TRUE(ok) << error;
+}
+
+TEST(CudaBackend, AbortWithWorkQueuedOnAHeldStreamReturnsAndReleasesTheStream) {
+  REQUIRE_DRIVER(d);
+  ncclUniqueId id;
+  ASSERT_EQ(ncclSuccess, ncclGetUniqueId(&id));
+  std::vector<std::thread> threads;
+  std::atomic<int> done{0};
+  for (int rank = 0; rank < 2; rank++) {
+    threads.emplace_back([&, rank] {
+      useDevice(0);
+      ncclComm_t comm = nullptr;
+      ASSERT_EQ(ncclSuccess, ncclCommInitRank(&comm, 2, id, rank));
+      CUdeviceptr buf = 0;
+      ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf, 4096));
+      HeldStream held(*d);
+      ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), 1024,
+                                           ncclFloat32, ncclSum, comm, reinterpret_cast<cudaStream_t>(held.stream)));
+      auto t0 = std::chrono::steady_clock::now();
+      EXPECT_EQ(ncclSuccess, ncclCommAbort(comm));
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+      held.release();
+      EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(held.stream));  // no hang: the gate was opened
+      d->memFree(buf);
+      done++;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(2, done.load());
+}
+
+}  // namespace
+}  // namespace accl_cuda_test
