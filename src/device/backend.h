@@ -78,6 +78,10 @@ class Backend {
   // data calls below read and write.
   virtual ncclResult_t scratch(size_t bytes, Buffer* out) = 0;
 
+  // Backends with the same domain share their streams: a stream handle names the same stream
+  // in both (the CUDA backends of one device). Works of several communicators queued on one
+  // such stream by one group run together, behind one gate.
+  virtual const void* streamDomain() const { return this; }
   // User buffers of this backend are host memory (the CPU may read and write them directly,
   // as the ShmDirect board does).
   virtual bool hostBuffers() const { return true; }

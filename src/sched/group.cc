@@ -125,8 +125,14 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
       inline_.push_back(std::move(works[i]));
       continue;
     }
-    auto it = std::find_if(byStream.begin(), byStream.end(),
-                           [&](const StreamBatch& b) { return b.stream == s && b.backend == backend; });
+    // One group's works on one device stream run together (one gate), whichever of the
+    // stream's communicators they belong to: a gate per communicator would make the stream
+    // wait for the first one's collective before the second one's could start (nccl-tests
+    // -g N queues every rank of a thread on one stream this way).
+    auto it = std::find_if(byStream.begin(), byStream.end(), [&](const StreamBatch& b) {
+      return b.stream == s && (b.backend == backend || (s.kind == dev::StreamKind::Device &&
+                                                        b.backend->streamDomain() == backend->streamDomain()));
+    });
     if (it == byStream.end()) {
       byStream.push_back({s, backend, std::make_shared<std::vector<std::unique_ptr<CommWork>>>(), {}});
       it = byStream.end() - 1;

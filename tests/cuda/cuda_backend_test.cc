@@ -185,6 +185,38 @@ TEST(CudaBackend, CapturedAllReduceReplaysWithNewInputsEveryTime) {
   for (int r = 0; r < n; r++) EXPECT_TRUE(problems[r].empty()) << problems[r];
 }
 
+// nccl-tests -g N: one thread drives every rank of a group on one stream. The ranks' works
+// must run behind one gate, not one after the other (which would wait forever).
+TEST(CudaBackend, OneThreadDrivesTwoRanksOnTheNullStreamInOneGroup) {
+  REQUIRE_DRIVER(d);
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  int devs[2] = {0, 0};
+  ASSERT_EQ(ncclSuccess, ncclCommInitAll(comms, 2, devs));
+  const size_t count = 1000;
+  CUdeviceptr buf[2] = {0, 0};
+  for (int r = 0; r < 2; r++) {
+    ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf[r], count * 8));
+    std::vector<double> v(count, r + 0.5);
+    d->memcpyHtoD(buf[r], v.data(), count * 8);
+  }
+  for (int iter = 0; iter < 3; iter++) {
+    ASSERT_EQ(ncclSuccess, ncclGroupStart());
+    for (int r = 0; r < 2; r++)
+      ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf[r]), reinterpret_cast<void*>(buf[r]), count,
+                                           ncclFloat64, ncclSum, comms[r], nullptr));
+    ASSERT_EQ(ncclSuccess, ncclGroupEnd());
+  }
+  ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(nullptr));
+  for (int r = 0; r < 2; r++) {
+    std::vector<double> v(count);
+    d->memcpyDtoH(v.data(), buf[r], count * 8);
+    EXPECT_EQ(8.0, v[0]) << "rank " << r;  // 0.5 + 1.5 = 2, doubled twice more
+    EXPECT_EQ(8.0, v[count - 1]) << "rank " << r;
+    d->memFree(buf[r]);
+  }
+  for (auto c : comms) EXPECT_EQ(ncclSuccess, ncclCommDestroy(c));
+}
+
 TEST(CudaBackend, HostBuffersAndHostStreamsAreRefusedByName) {
   REQUIRE_DRIVER(d);
   std::string error;

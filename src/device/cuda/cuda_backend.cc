@@ -107,6 +107,7 @@ class CudaBackend final : public Backend {
 
   const char* name() const override { return "cuda"; }
   bool hostBuffers() const override { return false; }
+  const void* streamDomain() const override { return &dev_; }
 
   ncclResult_t memAlloc(const char* fn, void** ptr, size_t bytes) override {
     ContextScope scope(api_, dev_.context());
