@@ -148,7 +148,12 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
       auto batch = std::make_shared<DeviceBatch>();
       batch->planned = std::move(*b.works);
       batch->ops = std::move(b.ops);
-      NCCLCHECK(b.backend->enqueue(b.stream, [batch]() { return runDeviceBatch(*batch); }));
+      // The backend's worker runs on the helper CPUs of the (first) communicator it works for.
+      topo::CpuMask cpus = batch->planned.front()->comm->helperCpus;
+      NCCLCHECK(b.backend->enqueue(b.stream, [batch, cpus]() {
+        placeStreamWorker(cpus);
+        return runDeviceBatch(*batch);
+      }));
       continue;
     }
     auto streamWorks = b.works;
