@@ -123,6 +123,8 @@ class Stream {
  public:
   Stream(Context* ctx, unsigned flags);
   ~Stream();
+  // Finishes the queue and stops the worker; the object stays valid (see destroyStream).
+  void retire();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
   // Queues op, or records it when the stream is capturing.

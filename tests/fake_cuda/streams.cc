@@ -15,13 +15,15 @@ Op work(std::function<CUresult()> body) {
 Stream::Stream(Context* ctx, unsigned flags) : ctx_(ctx), flags_(flags), worker_([this] { run(); }) {}
 
 // Drains the queue first: destroying a stream lets its pending work finish.
-Stream::~Stream() {
+Stream::~Stream() { retire(); }
+
+void Stream::retire() {
   {
     std::lock_guard<std::mutex> g(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  worker_.join();
+  if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
 }
 
 void Stream::enqueue(Op op) { enqueueAll({std::move(op)}); }
@@ -135,8 +137,10 @@ CUresult destroyStream(CUstream h) {
   Stream* s = reinterpret_cast<Stream*>(h);
   if (h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD || !streams().remove(s))
     return CUDA_ERROR_INVALID_HANDLE;
-  // Returns at once, as the real driver does; the worker finishes the queue, then goes.
-  std::thread([s] { delete s; }).detach();
+  // Returns at once, as the real driver does; the worker finishes the queue, then goes. The
+  // object is never freed: synchronizeContext (cuMemFree, cuCtxSynchronize) on another thread
+  // may be walking a snapshot that still holds it.
+  std::thread([s] { s->retire(); }).detach();
   return CUDA_SUCCESS;
 }
 
