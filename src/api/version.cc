@@ -12,5 +12,5 @@ NCCL_API(ncclResult_t, ncclGetVersion, int* version) {
 }
 
 NCCL_API(const char*, ncclAcclVersionString, void) {
-  return "ACCL 0.1.0 (NCCL API 2.27.7, backends: host)";
+  return "ACCL 0.1.0 (NCCL API 2.27.7, backends: host, cuda)";
 }
