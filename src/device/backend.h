@@ -31,6 +31,9 @@ struct StreamRef {
   StreamKind kind = StreamKind::Caller;
   cudaStream_t handle = nullptr;  // as the user passed it
   HostStream* host = nullptr;     // kind == Host
+  // Device: the work has no peers, so its data calls go straight onto this stream, in call
+  // order, from the calling thread (no hand-off, nothing to wait for on the host).
+  bool direct = false;
 
   bool operator==(const StreamRef& o) const { return handle == o.handle && kind == o.kind; }
 };

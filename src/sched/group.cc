@@ -65,6 +65,18 @@ ncclResult_t runDeviceBatch(DeviceBatch& b) {
   return executeWorks(works);
 }
 
+// Works whose data calls need no peer and no scratch: single-rank communicators running
+// collectives other than PreMulSum (its pre-scaled copy is scratch) and no sends/receives
+// (overlapping ones are staged through scratch).
+bool peerless(const std::vector<std::unique_ptr<CommWork>>& works) {
+  for (const auto& w : works) {
+    if (w->comm->nranks != 1) return false;
+    for (const auto& op : w->ops)
+      if (op->preMul || op->isP2p()) return false;
+  }
+  return true;
+}
+
 ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
   if (ops.empty()) return ncclSuccess;
   // Split by communicator, keeping call order within each.
@@ -144,6 +156,16 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
   // else of this launch must run here or be ordered after it.
   const bool mayStartHere = byStream.size() == 1 && inline_.empty() && dependents.empty();
   for (auto& b : byStream) {
+    if (b.stream.kind == dev::StreamKind::Device && peerless(*b.works)) {
+      // No peers: the data calls are queued on the user's stream right here, like NCCL's
+      // single-rank kernels (no gate, no worker hand-off; a graph captures them directly).
+      for (auto& w : *b.works) {
+        w->stream.direct = true;
+        w->ticket = w->comm->issueTicket.fetch_add(1);
+      }
+      NCCLCHECK(executeWorks(*b.works));
+      continue;
+    }
     if (b.stream.kind == dev::StreamKind::Device) {
       auto batch = std::make_shared<DeviceBatch>();
       batch->planned = std::move(*b.works);

@@ -13,6 +13,7 @@
 #include "common/rank_runner.h"
 #include "cuda/device_matrix.h"
 #include "cuda/test_driver.h"
+#include "fake_cuda/fake_cuda_test_api.h"
 #include "nccl.h"
 
 namespace accl_cuda_test {
@@ -49,6 +50,44 @@ TEST(CudaBackend, MatrixOnTwoThreadRanksOnOneDevice) {
       &error);
   ASSERT_TRUE(ok) << error;
   for (int r = 0; r < n; r++) EXPECT_TRUE(perRank[r].empty()) << joined(perRank[r]);
+}
+
+// One rank: every collective is local, so its copies and kernels go straight onto the user's
+// stream (no gate, no worker): the whole matrix, and no stream memory operation on the fake.
+TEST(CudaBackend, MatrixOnOneRankRunsStraightOnTheUsersStream) {
+  REQUIRE_DRIVER(d);
+  accl_test::MatrixScope scope;
+  const auto cases = accl_test::buildMatrix(1, scope);
+  std::vector<std::string> messages;
+  accl_test::Watchdog watchdog(1, 120);
+  std::string error;
+  unsigned long long memopsBefore = 0, memopsAfter = 0;
+  bool ok = runThreadRanks(
+      1,
+      [&](ncclComm_t comm, int rank) {
+        useDevice(0);
+        DriverMatrixDevice dev(*d, false);
+        ncclAllReduce(nullptr, nullptr, 0, ncclFloat32, ncclSum, comm, nullptr);  // nothing: count 0
+        if (fakeCudaMemopRuns) memopsBefore = fakeCudaMemopRuns();
+        // PreMulSum (its pre-scaled copy is scratch) and sends/receives to itself (overlapping
+        // ones are staged through scratch) go through the worker instead: checked after.
+        auto viaWorker = [](const accl_test::MatrixCase& c) {
+          return c.op == accl_test::MatrixOp::PreMulHost || c.op == accl_test::MatrixOp::PreMulDevice ||
+                 c.coll == accl_test::Coll::SendRecvRing || c.coll == accl_test::Coll::SendRecvAllPairs;
+        };
+        std::vector<accl_test::MatrixCase> direct, worker;
+        for (const auto& c : cases) (viaWorker(c) ? worker : direct).push_back(c);
+        messages = accl_test::runMatrixCases(comm, rank, 1, direct, &watchdog, false, &dev);
+        if (fakeCudaMemopRuns) memopsAfter = fakeCudaMemopRuns();
+        auto more = accl_test::runMatrixCases(comm, rank, 1, worker, &watchdog, false, &dev);
+        messages.insert(messages.end(), more.begin(), more.end());
+      },
+      &error);
+  ASSERT_TRUE(ok) << error;
+  EXPECT_TRUE(messages.empty()) << joined(messages);
+  if (fakeCudaMemopRuns) {
+    EXPECT_EQ(memopsBefore, memopsAfter) << "a single-rank collective went through a gate";
+  }
 }
 
 TEST(CudaBackend, MatrixOnThreeProcessesOnOneDevice) {
@@ -249,6 +288,47 @@ TEST(CudaBackend, HostBuffersAndHostStreamsAreRefusedByName) {
         EXPECT_EQ(pattern, back);
         EXPECT_EQ(ncclSuccess, ncclMemFree(m));
         d->memFree(buf);
+      },
+      &error);
+  ASSERT_TRUE(ok) << error;
+}
+
+// A buffer or stream of another device than the communicator's is refused by name.
+TEST(CudaBackend, AnotherDevicesBufferOrStreamIsRefusedByName) {
+  setenv("FAKE_CUDA_DEVICES", "2", 0);  // the fake reads it at cuInit; a real driver ignores it
+  REQUIRE_DRIVER(d);
+  int devices = 0;
+  d->deviceGetCount(&devices);
+  if (devices < 2) GTEST_SKIP() << "SKIP: needs 2 CUDA devices, this machine has " << devices;
+  std::string error;
+  bool ok = runThreadRanks(
+      1,
+      [&](ncclComm_t comm, int) {
+        useDevice(1);
+        CUdeviceptr other = 0;
+        CUstream otherStream = nullptr;
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&other, 4096));
+        ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&otherStream, CU_STREAM_NON_BLOCKING));
+        useDevice(0);
+        CUdeviceptr mine = 0;
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&mine, 4096));
+        int dev = -1;
+        EXPECT_EQ(ncclSuccess, ncclCommCuDevice(comm, &dev));
+        EXPECT_EQ(0, dev);
+        EXPECT_EQ(ncclInvalidArgument, ncclAllReduce(reinterpret_cast<void*>(other), reinterpret_cast<void*>(mine), 16,
+                                                     ncclFloat32, ncclSum, comm, nullptr));
+        EXPECT_NE(std::string::npos, std::string(ncclGetLastError(comm)).find("memory of CUDA device 1"))
+            << ncclGetLastError(comm);
+        EXPECT_EQ(ncclInvalidArgument, ncclAllReduce(reinterpret_cast<void*>(mine), reinterpret_cast<void*>(mine), 16,
+                                                     ncclFloat32, ncclSum, comm,
+                                                     reinterpret_cast<cudaStream_t>(otherStream)));
+        EXPECT_NE(std::string::npos, std::string(ncclGetLastError(comm)).find("another CUDA context"))
+            << ncclGetLastError(comm);
+        d->memFree(mine);
+        useDevice(1);
+        d->streamDestroy(otherStream);
+        d->memFree(other);
+        useDevice(0);
       },
       &error);
   ASSERT_TRUE(ok) << error;

@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include "base/check.h"
 #include "base/log.h"
@@ -254,66 +255,74 @@ class CudaBackend final : public Backend {
     api_.eventDestroy(ev);  // released by the driver once recorded work completes
   }
 
-  Fence copy(const StreamRef&, void* dst, const void* src, size_t bytes, bool) override {
-    CUresult r = api_.memcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, inner_);
+  // Data calls go to the backend's stream, or straight to the user's stream for a work with
+  // no peers (StreamRef::direct: no gate, no fence; stream order is all it needs).
+  Fence copy(const StreamRef& s, void* dst, const void* src, size_t bytes, bool) override {
+    DirectScope direct(*this, s);
+    CUresult r = api_.memcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes,
+                                  direct.stream);
     if (r != kSuccess) return fail("cuMemcpyAsync", r);
-    return fences_->record();
+    return done(direct);
   }
 
-  Fence reduce2(const StreamRef&, ncclDataType_t type, RedKind op, void* dst, const void* a, const void* b,
+  Fence reduce2(const StreamRef& s, ncclDataType_t type, RedKind op, void* dst, const void* a, const void* b,
                 size_t count) override {
+    DirectScope direct(*this, s);
     const char* tn = kernelTypeName(type);
     if (tn == nullptr) return fail("reduce2: datatype", kErrorInvalidValue);
     const size_t bytes = count * typeSize(type);
-    Operand D = operand(dst, bytes, 0, false), A = operand(a, bytes, 1, true), B = operand(b, bytes, 2, true);
+    Operand D = operand(direct, dst, bytes, 0, false), A = operand(direct, a, bytes, 1, true),
+            B = operand(direct, b, bytes, 2, true);
     if (failed()) return {};
     void* pd = D.dev;
     const void* pa = a == dst ? D.dev : A.dev;
     const void* pb = b == dst ? D.dev : B.dev;
-    if (a == dst && D.staged) stageIn(D.dev, dst, bytes);
-    if (b == dst && D.staged && a != dst) stageIn(D.dev, dst, bytes);
+    if (a == dst && D.staged) stageIn(direct.stream, D.dev, dst, bytes);
+    if (b == dst && D.staged && a != dst) stageIn(direct.stream, D.dev, dst, bytes);
     size_t n = count;
     void* params[] = {&pd, &pa, &pb, &n};
-    launch(std::string("accl_reduce2_") + tn + "_" + redName(op), count, params);
-    if (D.staged) copyOut(dst, D.dev, bytes);
-    return fences_->record();
+    launch(direct.stream, std::string("accl_reduce2_") + tn + "_" + redName(op), count, params);
+    if (D.staged) copyOut(direct.stream, dst, D.dev, bytes);
+    return done(direct);
   }
 
-  Fence scale(const StreamRef&, ncclDataType_t type, void* dst, const void* src, const void* scalar,
+  Fence scale(const StreamRef& s, ncclDataType_t type, void* dst, const void* src, const void* scalar,
               size_t count) override {
+    DirectScope direct(*this, s);
     const char* tn = kernelTypeName(type);
     if (tn == nullptr) return fail("scale: datatype", kErrorInvalidValue);
     const size_t bytes = count * typeSize(type);
-    Operand D = operand(dst, bytes, 0, false), S = operand(src, bytes, 1, true),
-            K = operand(scalar, typeSize(type), 2, true);
+    Operand D = operand(direct, dst, bytes, 0, false), S = operand(direct, src, bytes, 1, true),
+            K = operand(direct, scalar, typeSize(type), 2, true);
     if (failed()) return {};
     void* pd = D.dev;
     const void* ps = src == dst ? D.dev : S.dev;
-    if (src == dst && D.staged) stageIn(D.dev, dst, bytes);
+    if (src == dst && D.staged) stageIn(direct.stream, D.dev, dst, bytes);
     const void* pk = K.dev;
     size_t n = count;
     void* params[] = {&pd, &ps, &pk, &n};
-    launch(std::string("accl_scale_") + tn, count, params);
-    if (D.staged) copyOut(dst, D.dev, bytes);
-    return fences_->record();
+    launch(direct.stream, std::string("accl_scale_") + tn, count, params);
+    if (D.staged) copyOut(direct.stream, dst, D.dev, bytes);
+    return done(direct);
   }
 
-  Fence divide(const StreamRef&, ncclDataType_t type, void* dst, const void* src, int divisor,
+  Fence divide(const StreamRef& s, ncclDataType_t type, void* dst, const void* src, int divisor,
                size_t count) override {
+    DirectScope direct(*this, s);
     const char* tn = kernelTypeName(type);
     if (tn == nullptr) return fail("divide: datatype", kErrorInvalidValue);
     const size_t bytes = count * typeSize(type);
-    Operand D = operand(dst, bytes, 0, false), S = operand(src, bytes, 1, true);
+    Operand D = operand(direct, dst, bytes, 0, false), S = operand(direct, src, bytes, 1, true);
     if (failed()) return {};
     void* pd = D.dev;
     const void* ps = src == dst ? D.dev : S.dev;
-    if (src == dst && D.staged) stageIn(D.dev, dst, bytes);
+    if (src == dst && D.staged) stageIn(direct.stream, D.dev, dst, bytes);
     int dv = divisor;
     size_t n = count;
     void* params[] = {&pd, &ps, &dv, &n};
-    launch(std::string("accl_divide_") + tn, count, params);
-    if (D.staged) copyOut(dst, D.dev, bytes);
-    return fences_->record();
+    launch(direct.stream, std::string("accl_divide_") + tn, count, params);
+    if (D.staged) copyOut(direct.stream, dst, D.dev, bytes);
+    return done(direct);
   }
 
   bool poll(Fence f) override { return fences_->poll(f); }
@@ -376,6 +385,19 @@ class CudaBackend final : public Backend {
     bool captured = false;
   };
 
+  // Where a data call goes: the backend's stream (on the worker, context already current), or
+  // the user's stream with this device's context made current (direct works run on the
+  // calling thread).
+  struct DirectScope {
+    bool active;
+    CUstream stream;
+    std::optional<ContextScope> ctx;
+    DirectScope(CudaBackend& b, const StreamRef& s) : active(s.direct), stream(s.direct ? s.handle : b.inner_) {
+      if (active) ctx.emplace(b.api_, b.dev_.context());
+    }
+  };
+  Fence done(const DirectScope& d) { return d.active ? Fence{} : fences_->record(); }
+
   // An operand as the kernels see it: the pointer itself when the device can use it, else a
   // device staging slot (pageable host memory: copied in with cuMemcpyAsync, or out after).
   struct Operand {
@@ -404,10 +426,16 @@ class CudaBackend final : public Backend {
     return type != kMemoryTypeHost || dev_.hostPointerIsDevicePointer();
   }
 
-  Operand operand(const void* p, size_t bytes, int slot, bool input) {
+  Operand operand(const DirectScope& direct, const void* p, size_t bytes, int slot, bool input) {
     Operand o;
     o.dev = const_cast<void*>(p);
     if (p == nullptr || deviceUsable(p)) return o;
+    if (direct.active) {
+      // The staging slots belong to the worker's stream; direct works never need them (the
+      // group machinery sends works with host operands through the worker).
+      fail("a direct data call with a host operand (internal error)", kErrorInvalidValue);
+      return o;
+    }
     Staging& s = staging_[slot];
     if (s.bytes < bytes) {
       if (s.ptr) api_.memFreeAsync(s.ptr, inner_);
@@ -421,22 +449,22 @@ class CudaBackend final : public Backend {
     }
     o.dev = reinterpret_cast<void*>(s.ptr);
     o.staged = true;
-    if (input) stageIn(o.dev, p, bytes);
+    if (input) stageIn(inner_, o.dev, p, bytes);
     return o;
   }
 
-  void stageIn(void* devp, const void* host, size_t bytes) {
-    CUresult r = api_.memcpyAsync(reinterpret_cast<CUdeviceptr>(devp), reinterpret_cast<CUdeviceptr>(host), bytes,
-                                  inner_);
+  void stageIn(CUstream st, void* devp, const void* host, size_t bytes) {
+    CUresult r =
+        api_.memcpyAsync(reinterpret_cast<CUdeviceptr>(devp), reinterpret_cast<CUdeviceptr>(host), bytes, st);
     if (r != kSuccess) fail("cuMemcpyAsync (stage in)", r);
   }
-  void copyOut(void* host, const void* devp, size_t bytes) {
-    CUresult r = api_.memcpyAsync(reinterpret_cast<CUdeviceptr>(host), reinterpret_cast<CUdeviceptr>(devp), bytes,
-                                  inner_);
+  void copyOut(CUstream st, void* host, const void* devp, size_t bytes) {
+    CUresult r =
+        api_.memcpyAsync(reinterpret_cast<CUdeviceptr>(host), reinterpret_cast<CUdeviceptr>(devp), bytes, st);
     if (r != kSuccess) fail("cuMemcpyAsync (stage out)", r);
   }
 
-  void launch(const std::string& kernel, size_t count, void** params) {
+  void launch(CUstream st, const std::string& kernel, size_t count, void** params) {
     CUfunction fn = dev_.kernel(kernel);
     if (fn == nullptr) {
       fail(kernel.c_str(), kErrorInvalidValue);
@@ -446,7 +474,7 @@ class CudaBackend final : public Backend {
     const size_t wanted = (count + kThreads - 1) / kThreads;
     const unsigned blocks = static_cast<unsigned>(
         std::max<size_t>(1, std::min<size_t>(wanted, static_cast<size_t>(dev_.multiprocessors()) * 8)));
-    CUresult r = api_.launchKernel(fn, blocks, 1, 1, kThreads, 1, 1, 0, inner_, params, nullptr);
+    CUresult r = api_.launchKernel(fn, blocks, 1, 1, kThreads, 1, 1, 0, st, params, nullptr);
     if (r != kSuccess) fail(kernel.c_str(), r);
   }
 
@@ -515,7 +543,7 @@ class CudaBackend final : public Backend {
   CUstream inner_ = nullptr;
   std::unique_ptr<FenceQueue> fences_;
   Staging staging_[3];
-  bool failed_ = false;
+  std::atomic<bool> failed_{false};
 
   std::mutex mu_;
   std::condition_variable cv_;
