@@ -509,7 +509,7 @@ class CudaBackend final : public Backend {
         // yielding, then sleeping (armed graph tasks may wait for a replay for a long time).
         lk.unlock();
         if (idleRounds < 200) sched_yield();
-        else std::this_thread::sleep_for(std::chrono::microseconds(idleRounds < 2000 ? 20 : 200));
+        else std::this_thread::sleep_for(std::chrono::microseconds(idleRounds < 2000 ? 20 : 50));
         idleRounds++;
         lk.lock();
         continue;
