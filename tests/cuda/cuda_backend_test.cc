@@ -256,6 +256,79 @@ TEST(CudaBackend, OneThreadDrivesTwoRanksOnTheNullStreamInOneGroup) {
   for (auto c : comms) EXPECT_EQ(ncclSuccess, ncclCommDestroy(c));
 }
 
+// Non-blocking init on a CUDA device, then one group mixing a collective with sends and
+// receives, on device buffers and the rank's own stream.
+TEST(CudaBackend, NonBlockingInitThenAGroupMixingAllReduceAndSendRecv) {
+  REQUIRE_DRIVER(d);
+  ncclUniqueId id;
+  ASSERT_EQ(ncclSuccess, ncclGetUniqueId(&id));
+  const int n = 2;
+  const size_t count = 3001;
+  std::vector<std::string> problems(n);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < n; rank++) {
+    threads.emplace_back([&, rank] {
+      useDevice(0);
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      ncclComm_t comm = nullptr;
+      ncclResult_t r = ncclCommInitRankConfig(&comm, n, id, rank, &config);
+      if (r != ncclSuccess && r != ncclInProgress) {
+        problems[rank] = std::string("init: ") + ncclGetErrorString(r);
+        return;
+      }
+      ncclResult_t state = ncclInProgress;
+      while (state == ncclInProgress) ncclCommGetAsyncError(comm, &state);
+      if (state != ncclSuccess) {
+        problems[rank] = std::string("async init: ") + ncclGetErrorString(state);
+        return;
+      }
+      CUstream s = nullptr;
+      d->streamCreate(&s, CU_STREAM_NON_BLOCKING);
+      CUdeviceptr red = 0, snd = 0, rcv = 0;
+      d->memAlloc(&red, count * 4);
+      d->memAlloc(&snd, count * 4);
+      d->memAlloc(&rcv, count * 4);
+      std::vector<int32_t> v(count);
+      for (size_t i = 0; i < count; i++) v[i] = static_cast<int32_t>(i + rank);
+      d->memcpyHtoD(red, v.data(), count * 4);
+      for (size_t i = 0; i < count; i++) v[i] = static_cast<int32_t>(1000 * rank + i);
+      d->memcpyHtoD(snd, v.data(), count * 4);
+      const int peer = 1 - rank;
+      ncclGroupStart();
+      ncclAllReduce(reinterpret_cast<void*>(red), reinterpret_cast<void*>(red), count, ncclInt32, ncclSum, comm,
+                    reinterpret_cast<cudaStream_t>(s));
+      ncclSend(reinterpret_cast<void*>(snd), count, ncclInt32, peer, comm, reinterpret_cast<cudaStream_t>(s));
+      ncclRecv(reinterpret_cast<void*>(rcv), count, ncclInt32, peer, comm, reinterpret_cast<cudaStream_t>(s));
+      r = ncclGroupEnd();
+      while (r == ncclInProgress) {  // non-blocking communicators may answer ncclInProgress
+        ncclCommGetAsyncError(comm, &r);
+      }
+      if (r != ncclSuccess) problems[rank] += std::string("group: ") + ncclGetErrorString(r) + "\n";
+      if (d->streamSynchronize(s) != CUDA_SUCCESS) problems[rank] += "stream sync failed\n";
+      d->memcpyDtoH(v.data(), red, count * 4);
+      for (size_t i = 0; i < count; i++)
+        if (v[i] != static_cast<int32_t>(2 * i + 1)) {
+          problems[rank] += "all-reduce element " + std::to_string(i) + " = " + std::to_string(v[i]) + "\n";
+          break;
+        }
+      d->memcpyDtoH(v.data(), rcv, count * 4);
+      for (size_t i = 0; i < count; i++)
+        if (v[i] != static_cast<int32_t>(1000 * peer + i)) {
+          problems[rank] += "received element " + std::to_string(i) + " = " + std::to_string(v[i]) + "\n";
+          break;
+        }
+      d->memFree(red);
+      d->memFree(snd);
+      d->memFree(rcv);
+      d->streamDestroy(s);
+      ncclCommDestroy(comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
+}
+
 TEST(CudaBackend, HostBuffersAndHostStreamsAreRefusedByName) {
   REQUIRE_DRIVER(d);
   std::string error;
