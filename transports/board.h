@@ -30,8 +30,21 @@ struct Board {
   std::vector<BoardSlot*> slots[2];  // [seq & 1][rank]
   std::vector<Doorbell*> bells;      // [rank]: rung after posting (null: nobody to wake)
   Doorbell* ownBell = nullptr;       // the one peers ring for this rank (the executor sleeps on it too)
+  // [rank]: nonzero once that rank destroyed its communicator (it will never post again); a
+  // rank waiting for its post fails instead of hanging (ranks never connected see nothing else).
+  std::vector<std::atomic<uint32_t>*> departed;
   uint64_t posted = 0;               // sequence number of this rank's latest post
   bool available(size_t bytes) const { return capacity > 0 && bytes <= capacity; }
+  bool hasDeparted(int rank) const {
+    return rank < static_cast<int>(departed.size()) && departed[rank]->load(std::memory_order_acquire) != 0;
+  }
+  // ncclCommDestroy: tells every rank, and wakes those asleep waiting for this rank's post.
+  void depart(int myRank) {
+    if (myRank >= static_cast<int>(departed.size())) return;  // no board (or one without flags)
+    departed[myRank]->store(1, std::memory_order_release);
+    for (Doorbell* bell : bells)
+      if (bell) ringDoorbell(bell);
+  }
 };
 
 }  // namespace accl

@@ -100,6 +100,7 @@ void Comm::closeTransports() {
 void Comm::depart() {
   std::lock_guard<std::mutex> lk(connMu);
   for (auto& t : transports) t->depart();
+  board.depart(rank);
   for (auto& c : conns)
     if (c) c->depart(rank);
 }

@@ -32,6 +32,8 @@ int findCulprit(Comm& c) {
   for (int attempt = 0; attempt < 20; attempt++) {
     for (auto& conn : c.conns)
       if (conn && conn->reportedCulprit() >= 0) return conn->reportedCulprit();
+    for (int p = 0; p < c.nranks; p++)  // ShmDirect: a rank that left without a connection to us
+      if (p != c.rank && c.board.hasDeparted(p)) return p;
     int culprit = -1;
     if (c.bootstrap && c.bootstrap->closedNeighbour(&culprit) >= 0 && culprit >= 0) return culprit;
     for (auto& conn : c.conns)

@@ -47,6 +47,12 @@ ncclResult_t Lane::runBoardStep(Comm& comm, StepState* state) {
           size_t avail;
           NCCLCHECK(conn->recv()->peek(&buf, &avail));
         }
+        if (board.hasDeparted(boardNext_)) {
+          WARN("rank %d: ShmDirect: %s destroyed its communicator (ncclCommDestroy) while this rank waits for its "
+               "input (it never made this call, or left it early)",
+               comm.rank, comm.describePeer(boardNext_).c_str());
+          return ncclRemoteError;
+        }
         if (moved) *state = StepState::Moved;
         return ncclSuccess;
       }

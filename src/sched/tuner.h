@@ -18,5 +18,8 @@ enum class Algo { Ring, Tree, ShmDirect };
 // on several hosts or NCCL_SHM_DISABLE=1); ShmDirect runs any size through it in chunks.
 Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks, size_t boardBytes = 0);
 const char* algoName(Algo a);
+// Largest per-rank input the tuner gives ShmDirect for an all-reduce or all-gather on n ranks
+// (0 for other ops). `overrideBytes` >= 0 (ACCL_SHM_DIRECT_BYTES) replaces the measured table.
+size_t shmDirectLimit(OpKind kind, int nranks, int64_t overrideBytes);
 
 }  // namespace accl

@@ -71,7 +71,8 @@ TEST(Tuner, ShmDirectRunsSmallAllReducesAndAllGathersWhenThereIsABoard) {
   AlgoPolicy p;
   EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8, 8, 4096), Algo::ShmDirect);
   EXPECT_EQ(chooseAlgo(p, OpKind::AllGather, 4096, 8, 4096), Algo::ShmDirect);
-  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 4097, 8, 4096), Algo::Tree);  // above ACCL_SHM_DIRECT_BYTES
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 64 << 10, 8, 4096), Algo::ShmDirect);  // in board-sized chunks
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, (64 << 10) + 4, 8, 4096), Algo::Ring);  // above the limit
   EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8, 8, 0), Algo::Tree);  // no board: ranks on several hosts
   EXPECT_EQ(chooseAlgo(p, OpKind::Broadcast, 8, 8, 4096), Algo::Tree);
   ASSERT_EQ(parseAlgoPolicy("^ShmDirect", &p), ncclSuccess);
@@ -79,6 +80,23 @@ TEST(Tuner, ShmDirectRunsSmallAllReducesAndAllGathersWhenThereIsABoard) {
   ASSERT_EQ(parseAlgoPolicy("ShmDirect", &p), ncclSuccess);
   EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 1 << 20, 8, 4096), Algo::ShmDirect);  // forced: in chunks
   EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8, 8, 0), Algo::Tree);                // no board: the default
+}
+
+TEST(Tuner, ShmDirectLimitsFollowTheMeasuredCrossoversByOpAndRankCount) {
+  EXPECT_EQ(shmDirectLimit(OpKind::AllReduce, 2, -1), size_t{64} << 10);
+  EXPECT_EQ(shmDirectLimit(OpKind::AllReduce, 8, -1), size_t{64} << 10);
+  EXPECT_EQ(shmDirectLimit(OpKind::AllGather, 2, -1), size_t{8} << 10);
+  EXPECT_EQ(shmDirectLimit(OpKind::AllGather, 3, -1), size_t{256} << 10);
+  EXPECT_EQ(shmDirectLimit(OpKind::AllGather, 4, -1), size_t{256} << 10);
+  EXPECT_EQ(shmDirectLimit(OpKind::AllGather, 16, -1), size_t{512} << 10);
+  EXPECT_EQ(shmDirectLimit(OpKind::Broadcast, 4, -1), 0u);
+  EXPECT_EQ(shmDirectLimit(OpKind::Broadcast, 4, 4096), 0u);  // the override never adds ops
+  EXPECT_EQ(shmDirectLimit(OpKind::AllReduce, 4, 4096), 4096u);  // ACCL_SHM_DIRECT_BYTES replaces the table
+  EXPECT_EQ(shmDirectLimit(OpKind::AllGather, 8, 0), 0u);        // 0: never by the tuner
+  AlgoPolicy p;
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllGather, 16 << 10, 2, 4096), Algo::Ring);       // np2: above 8 KiB
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllGather, 16 << 10, 4, 4096), Algo::ShmDirect);  // np4: up to 256 KiB
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllGather, 1 << 20, 8, 4096), Algo::Ring);
 }
 
 }  // namespace

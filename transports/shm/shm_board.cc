@@ -10,10 +10,13 @@
 namespace accl {
 namespace {
 
-// Layout: the owner's doorbell (one cache line), then slot 0 and slot 1.
+// Layout: the owner's doorbell (one cache line), its departed flag (one cache line, written
+// once), then slot 0 and slot 1.
 constexpr size_t kBellBytes = 64;
+constexpr size_t kDepartedOffset = kBellBytes;
+constexpr size_t kSlotsOffset = kDepartedOffset + 64;
 static_assert(sizeof(Doorbell) <= kBellBytes);
-size_t segmentBytes(size_t slotBytes) { return kBellBytes + 2 * boardSlotStride(slotBytes); }
+size_t segmentBytes(size_t slotBytes) { return kSlotsOffset + 2 * boardSlotStride(slotBytes); }
 
 struct Where {
   int32_t pid;
@@ -60,6 +63,7 @@ ncclResult_t ShmBoard::create(Bootstrap& bs, int rank, int nranks, uint64_t nonc
     m->base = mapFd(b->fd_, bytes);
     if (m->base) {
       new (m->base) Doorbell();
+      new (m->at(kDepartedOffset)) std::atomic<uint32_t>(0);
       b->maps_[rank] = std::move(m);
       where[rank].fd = b->fd_;
     }
@@ -103,10 +107,11 @@ void ShmBoard::fill(Board* out) const {
   out->capacity = slotBytes_;
   const size_t stride = boardSlotStride(slotBytes_);
   for (int parity = 0; parity < 2; parity++)
-    for (auto& m : maps_) out->slots[parity].push_back(reinterpret_cast<BoardSlot*>(m->at(kBellBytes + parity * stride)));
+    for (auto& m : maps_) out->slots[parity].push_back(reinterpret_cast<BoardSlot*>(m->at(kSlotsOffset + parity * stride)));
   for (size_t p = 0; p < maps_.size(); p++)
     out->bells.push_back(static_cast<int>(p) == rank_ ? nullptr : reinterpret_cast<Doorbell*>(maps_[p]->at(0)));
   out->ownBell = reinterpret_cast<Doorbell*>(maps_[rank_]->at(0));
+  for (auto& m : maps_) out->departed.push_back(reinterpret_cast<std::atomic<uint32_t>*>(m->at(kDepartedOffset)));
 }
 
 }  // namespace accl
