@@ -27,6 +27,9 @@ struct PeerInfo {
   // stable id (e.g. PCI bus id hash; 0 = host only), and an opaque handle they exchange.
   uint64_t deviceId;
   unsigned char deviceHandle[64];
+  // The same memory's address in the publishing process (0: none): a peer in that very
+  // process uses it directly (a process cannot open its own IPC handle).
+  uint64_t deviceRingAddr;
 };
 
 // "rank 3 (host pod1, 10.77.2.2:41000, interface hpn0)", for error messages.

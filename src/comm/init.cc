@@ -12,6 +12,7 @@
 #include "topo/hw_topology.h"
 #include "topo/ifaces.h"
 #include "topo/thread_placement.h"
+#include "transports/cuda_ipc/cuda_ipc_transport.h"
 #include "transports/net/net_transport.h"
 #include "transports/shm/shm_transport.h"
 
@@ -68,8 +69,11 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   c->ringBytes = channelBytes();
 
   // The transport list, in order of preference: the first one that can connect a pair of
-  // ranks carries it (a device transport such as CUDA IPC would go first).
-  c->transports.push_back(std::make_unique<ShmTransport>());
+  // ranks carries it. CUDA IPC (device rings, same device) first; its rings' control lives in
+  // the shm transport's segment.
+  auto shm = std::make_unique<ShmTransport>();
+  c->transports.push_back(std::make_unique<CudaIpcTransport>(*shm, c->backend));
+  c->transports.push_back(std::move(shm));
   c->transports.push_back(std::make_unique<NetTransport>());
 
   c->peers.resize(nranks);

@@ -52,9 +52,17 @@ class Buffer {
   Buffer() = default;
   Buffer(char* p, std::function<void(char*)> release) : p_(p, std::move(release)) {}
   char* get() const { return p_.get(); }
+  // Gives the memory up without returning it (when returning it could block, see its caller).
+  void leak() { (void)p_.release(); }
 
  private:
   std::unique_ptr<char, std::function<void(char*)>> p_;
+};
+
+// Names device memory that another process of this host can map (a CUDA IPC handle): what a
+// device transport publishes so peers can write into its rings.
+struct SharedHandle {
+  unsigned char bytes[64];
 };
 
 using StreamTask = std::function<ncclResult_t()>;
@@ -80,6 +88,20 @@ class Backend {
   // Working memory for one work (pre-scaled PreMulSum inputs, staged sends), of the kind the
   // data calls below read and write.
   virtual ncclResult_t scratch(size_t bytes, Buffer* out) = 0;
+
+  // For device transports. A stable id of the device this backend drives (a hash of its PCI
+  // bus id); 0 when user data is host memory (the host backend), which has no device rings.
+  virtual uint64_t deviceId() const { return 0; }
+  // Device memory the data calls can use, exported so peers on this host can map it.
+  virtual ncclResult_t allocShared(size_t bytes, Buffer* out, SharedHandle* handle) {
+    (void)bytes, (void)out, (void)handle;
+    return ncclInvalidUsage;
+  }
+  // Maps memory another process exported with allocShared; unmapped when *out goes away.
+  virtual ncclResult_t openShared(const SharedHandle& handle, Buffer* out) {
+    (void)handle, (void)out;
+    return ncclInvalidUsage;
+  }
 
   // Backends with the same domain share their streams: a stream handle names the same stream
   // in both (the CUDA backends of one device). Works of several communicators queued on one

@@ -2,7 +2,11 @@
 // and processes), stream ordering without blocking the host, CUDA graph capture and replay,
 // bad input and abort with work in flight. Runs on the fake driver (label fakegpu, CI) and on
 // a real GPU (label gpu); skips with the reason where there is no driver.
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+#include <fstream>
+#include <sstream>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -327,6 +331,114 @@ TEST(CudaBackend, NonBlockingInitThenAGroupMixingAllReduceAndSendRecv) {
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < n; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
+}
+
+std::string readText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
+  return n;
+}
+
+// Two ranks of one process on one device, one all-reduce of doubles, with INIT logging to a
+// file: returns the log, after checking the result against 0.5 + 1.5.
+std::string allReduceOnTwoRanksLogged(const TestDriver& d, const char* p2pDisable) {
+  const std::string path = testing::TempDir() + "accl_cuda_ipc_" + std::to_string(getpid()) + ".log";
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
+  setenv("NCCL_DEBUG_FILE", path.c_str(), 1);
+  if (p2pDisable) setenv("NCCL_P2P_DISABLE", p2pDisable, 1);
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  int devs[2] = {0, 0};
+  EXPECT_EQ(ncclSuccess, ncclCommInitAll(comms, 2, devs));
+  const size_t count = 300000;  // more than one ring's worth (NCCL_BUFFSIZE) per rank
+  CUdeviceptr buf[2] = {0, 0};
+  for (int r = 0; r < 2; r++) {
+    EXPECT_EQ(CUDA_SUCCESS, d.memAlloc(&buf[r], count * 8));
+    std::vector<double> v(count, r + 0.5);
+    d.memcpyHtoD(buf[r], v.data(), count * 8);
+  }
+  EXPECT_EQ(ncclSuccess, ncclGroupStart());
+  for (int r = 0; r < 2; r++)
+    EXPECT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf[r]), reinterpret_cast<void*>(buf[r]), count,
+                                         ncclFloat64, ncclSum, comms[r], nullptr));
+  EXPECT_EQ(ncclSuccess, ncclGroupEnd());
+  EXPECT_EQ(CUDA_SUCCESS, d.streamSynchronize(nullptr));
+  for (int r = 0; r < 2; r++) {
+    std::vector<double> v(count);
+    d.memcpyDtoH(v.data(), buf[r], count * 8);
+    EXPECT_EQ(2.0, v[0]) << "rank " << r;
+    EXPECT_EQ(2.0, v[count - 1]) << "rank " << r;
+  }
+  for (auto c : comms) EXPECT_EQ(ncclSuccess, ncclCommDestroy(c));
+  for (int r = 0; r < 2; r++) d.memFree(buf[r]);
+  std::string text = readText(path);
+  unlink(path.c_str());
+  return text;
+}
+
+// Ranks on one device connect through device rings (CUDA IPC), not host shared memory.
+TEST(CudaIpc, RanksOnOneDeviceConnectThroughDeviceRings) {
+  REQUIRE_DRIVER(d);
+  std::string log = allReduceOnTwoRanksLogged(*d, nullptr);
+  EXPECT_EQ(2, occurrences(log, "CUDA IPC (1 peers)")) << log;
+  EXPECT_EQ(2, occurrences(log, "via CUDA IPC")) << log;
+  EXPECT_EQ(0, occurrences(log, "via SHM")) << log;
+}
+
+// NCCL_P2P_DISABLE=1: the same ranks use shared memory (rings in host memory, staged).
+TEST(CudaIpc, P2pDisableFallsBackToSharedMemory) {
+  REQUIRE_DRIVER(d);
+  std::string log = allReduceOnTwoRanksLogged(*d, "1");
+  EXPECT_EQ(2, occurrences(log, "via SHM")) << log;
+  EXPECT_EQ(0, occurrences(log, "via CUDA IPC")) << log;
+}
+
+// Processes on one device: the handle is opened with cuIpcOpenMemHandle in the other process.
+TEST(CudaIpc, ProcessesOnOneDeviceConnectThroughDeviceRings) {
+  if (const accl_test::ChildRole* role = accl_test::childRole()) {
+    std::string why;
+    const TestDriver* d = testDriver(&why);
+    ASSERT_NE(d, nullptr) << why;
+    ncclComm_t comm = nullptr;
+    ASSERT_EQ(ncclSuccess, accl_test::initChildRankComm(*role, &comm));
+    const size_t count = 300000;
+    CUdeviceptr buf = 0;
+    ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf, count * 8));
+    std::vector<double> v(count, role->rank + 0.5);
+    d->memcpyHtoD(buf, v.data(), count * 8);
+    ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), count,
+                                         ncclFloat64, ncclSum, comm, nullptr));
+    ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(nullptr));
+    d->memcpyDtoH(v.data(), buf, count * 8);
+    EXPECT_EQ(2.0, v[0]);
+    EXPECT_EQ(2.0, v[count - 1]);
+    EXPECT_EQ(ncclSuccess, ncclCommDestroy(comm));
+    d->memFree(buf);
+    return;
+  }
+  REQUIRE_DRIVER(d);
+  const std::string path = testing::TempDir() + "accl_cuda_ipc_mp_" + std::to_string(getpid()) + ".log";
+  auto r = accl_test::runChildProcesses(
+      2, true, 0, {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT", "NCCL_DEBUG_FILE=" + path + ".%p"}, 120);
+  EXPECT_TRUE(r.ok) << r.report;
+  std::string log;
+  DIR* dir = opendir(testing::TempDir().c_str());
+  const std::string prefix = path.substr(path.rfind('/') + 1) + ".";
+  while (dirent* e = dir ? readdir(dir) : nullptr) {
+    if (std::string(e->d_name).rfind(prefix, 0) != 0) continue;
+    const std::string f = testing::TempDir() + e->d_name;
+    log += readText(f);
+    unlink(f.c_str());
+  }
+  if (dir) closedir(dir);
+  EXPECT_EQ(2, occurrences(log, "via CUDA IPC")) << log;
 }
 
 TEST(CudaBackend, HostBuffersAndHostStreamsAreRefusedByName) {

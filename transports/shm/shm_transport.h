@@ -25,6 +25,14 @@ class ShmTransport final : public Transport {
   bool canConnect(const PeerInfo& me, const PeerInfo& peer) const override;
   ncclResult_t setup(TransportSetup&, const std::vector<int>&) override { return ncclSuccess; }
   ncclResult_t connect(TransportSetup& ctx, int peer, std::unique_ptr<PeerConnection>* out) override;
+  // For device transports (transports/cuda_ipc): a connection whose rings keep their control
+  // here (counters, doorbells, departure notices) but whose data lies elsewhere: `sendData`
+  // is this rank's inbound ring at the peer, `recvData` the peer's inbound ring here, each of
+  // ringBytes. `name` is what the connection reports (hang reports, INFO).
+  ncclResult_t connectData(TransportSetup& ctx, int peer, char* sendData, char* recvData, const char* name,
+                           std::unique_ptr<PeerConnection>* out);
+  // True once publish made this rank's segment (shared memory is enabled and works).
+  bool active() const { return own_ != nullptr; }
   RingMemory ringMemory() const override { return RingMemory::HostShared; }
   void depart() override;
 
@@ -34,7 +42,7 @@ class ShmTransport final : public Transport {
   struct Mapping;
 
  private:
-  ncclResult_t departedPeer(int peer, std::unique_ptr<PeerConnection>* out);
+  ncclResult_t departedPeer(int peer, char* recvData, const char* name, std::unique_ptr<PeerConnection>* out);
   std::unique_ptr<Mapping> own_;  // this rank's whole segment
   int fd_ = -1;
   size_t ringBytes_ = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -128,6 +129,49 @@ class CudaBackend final : public Backend {
       WARN("%s: cuMemFree(%p) failed: %s", fn, ptr, errorText(api_, r).c_str());
       return ncclUnhandledCudaError;
     }
+    return ncclSuccess;
+  }
+
+  uint64_t deviceId() const override {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a of the PCI bus id: equal on every process
+    for (char ch : dev_.pciBusId()) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+    return h ? h : 1;
+  }
+
+  // Plain cuMemAlloc (memory of the stream-ordered allocator cannot be exported this way).
+  ncclResult_t allocShared(size_t bytes, Buffer* out, SharedHandle* handle) override {
+    void* p = nullptr;
+    NCCLCHECK(memAlloc("CUDA IPC ring", &p, bytes));
+    Buffer b(static_cast<char*>(p), [this](char* q) { memFree("CUDA IPC ring", q); });
+    ContextScope scope(api_, dev_.context());
+    IpcMemHandle h{};
+    CUresult r = api_.ipcGetMemHandle(&h, reinterpret_cast<CUdeviceptr>(p));
+    if (r != kSuccess) {
+      WARN("CUDA backend: cuIpcGetMemHandle of a %zu-byte ring on device %d failed: %s", bytes, dev_.ordinal(),
+           errorText(api_, r).c_str());
+      return ncclUnhandledCudaError;
+    }
+    static_assert(sizeof(h.reserved) == sizeof(handle->bytes));
+    std::memcpy(handle->bytes, h.reserved, sizeof(handle->bytes));
+    *out = std::move(b);
+    return ncclSuccess;
+  }
+
+  ncclResult_t openShared(const SharedHandle& handle, Buffer* out) override {
+    ContextScope scope(api_, dev_.context());
+    IpcMemHandle h{};
+    std::memcpy(h.reserved, handle.bytes, sizeof(h.reserved));
+    CUdeviceptr p = 0;
+    CUresult r = api_.ipcOpenMemHandle(&p, h, kIpcMemLazyEnablePeerAccess);
+    if (r != kSuccess) {
+      WARN("CUDA backend: cuIpcOpenMemHandle on device %d failed: %s (has the peer process exited?)", dev_.ordinal(),
+           errorText(api_, r).c_str());
+      return ncclUnhandledCudaError;
+    }
+    *out = Buffer(reinterpret_cast<char*>(p), [this](char* q) {
+      ContextScope s(api_, dev_.context());
+      api_.ipcCloseMemHandle(reinterpret_cast<CUdeviceptr>(q));
+    });
     return ncclSuccess;
   }
 
