@@ -40,6 +40,13 @@ ncclResult_t ncclHostEventRecord(ncclHostEvent_t event, cudaStream_t stream);
 ncclResult_t ncclHostEventQuery(ncclHostEvent_t event); /* ncclSuccess or ncclInProgress */
 ncclResult_t ncclHostEventSynchronize(ncclHostEvent_t event);
 
+/* A communicator on the host backend whatever this process's backend is: host buffers and
+ * host streams (or the NULL stream, run before returning) in a process whose other
+ * communicators run on the CUDA backend, e.g. a PyTorch process group serving CPU and CUDA
+ * tensors. Otherwise as ncclCommInitRank; its splits and shrinks stay on the host backend. */
+ncclResult_t ncclCommInitRankHost(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
+ncclResult_t pncclCommInitRankHost(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
+
 /* Deterministic reductions: with enable = 1, ncclAllReduce, ncclReduce and ncclReduceScatter
  * on this communicator (ncclAvg and ncclPreMulSum included) give every element exactly
  * ((x0 op x1) op x2) op ... op x(n-1) in rank order, rounded after each op as usual, so the

@@ -11,7 +11,7 @@
 namespace accl {
 
 ncclResult_t createComm(const char* fn, ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
-                        const ncclConfig_t* config, const Config* inherit, int cudaDev) {
+                        const ncclConfig_t* config, const Config* inherit, int cudaDev, bool hostBackend) {
   if (out == nullptr) {
     WARN("%s: comm output pointer is NULL", fn);
     return ncclInvalidArgument;
@@ -31,7 +31,12 @@ ncclResult_t createComm(const char* fn, ncclComm_t* out, int nranks, const ncclU
   auto impl = std::make_shared<Comm>();
   impl->config = cfg;
   // On this thread: a CUDA communicator binds to the device current here, as NCCL's does.
-  NCCLCHECK(dev::backendForNewComm(&impl->backend, &cudaDev));
+  if (hostBackend) {
+    impl->backend = dev::hostBackend();
+    cudaDev = -1;
+  } else {
+    NCCLCHECK(dev::backendForNewComm(&impl->backend, &cudaDev));
+  }
   impl->cudaDev = cudaDev;
   impl->rank = rank;  // known before a non-blocking init finishes
   impl->nranks = nranks;

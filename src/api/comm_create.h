@@ -8,7 +8,7 @@ namespace accl {
 
 // cudaDev < 0: the host backend assigns the rank's index among ranks on its host.
 ncclResult_t createComm(const char* fn, ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
-                        const ncclConfig_t* config, const Config* inherit, int cudaDev);
+                        const ncclConfig_t* config, const Config* inherit, int cudaDev, bool hostBackend = false);
 
 // Waits until every op issued on the communicator has finished (or failed).
 void waitIdle(Comm& c);

@@ -36,6 +36,10 @@ NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqu
   return createComm("ncclCommInitRank", comm, nranks, commId, rank, nullptr, nullptr, -1);
 }
 
+NCCL_API(ncclResult_t, ncclCommInitRankHost, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return createComm("ncclCommInitRankHost", comm, nranks, commId, rank, nullptr, nullptr, -1, true);
+}
+
 NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
          ncclConfig_t* config) {
   return createComm("ncclCommInitRankConfig", comm, nranks, commId, rank, config, nullptr, -1);
@@ -116,7 +120,7 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
   }
   int newRank = static_cast<int>(std::find(members.begin(), members.end(), parent->rank) - members.begin());
   return createComm("ncclCommSplit", newcomm, static_cast<int>(members.size()), all[members.front()].id, newRank,
-                    config, &parent->config, parent->cudaDev);
+                    config, &parent->config, parent->cudaDev, parent->backend->hostBuffers());
 }
 
 NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
@@ -168,5 +172,5 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, i
   }
   int newRank = static_cast<int>(std::find(survivors.begin(), survivors.end(), parent->rank) - survivors.begin());
   return createComm("ncclCommShrink", newcomm, static_cast<int>(survivors.size()), id, newRank, config,
-                    &parent->config, parent->cudaDev);
+                    &parent->config, parent->cudaDev, parent->backend->hostBuffers());
 }

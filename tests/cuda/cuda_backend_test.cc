@@ -519,6 +519,43 @@ TEST(CudaBackend, AnotherDevicesBufferOrStreamIsRefusedByName) {
   ASSERT_TRUE(ok) << error;
 }
 
+// Host buffers beside GPU ones in one process (PyTorch's CPU tensors on a GPU machine):
+// ncclCommInitRankHost gives a host-backend communicator, and its splits stay on the host.
+TEST(CudaBackend, InitRankHostGivesAHostCommunicatorInACudaProcess) {
+  REQUIRE_DRIVER(d);
+  ncclUniqueId id;
+  ASSERT_EQ(ncclSuccess, ncclGetUniqueId(&id));
+  std::vector<std::string> problems(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; rank++) {
+    threads.emplace_back([&, rank] {
+      useDevice(0);
+      ncclComm_t comm = nullptr;
+      if (ncclCommInitRankHost(&comm, 2, id, rank) != ncclSuccess) {
+        problems[rank] = "ncclCommInitRankHost failed";
+        return;
+      }
+      std::vector<float> v(1000, rank + 1.0f);
+      if (ncclAllReduce(v.data(), v.data(), v.size(), ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess)
+        problems[rank] += std::string("host all-reduce: ") + ncclGetLastError(comm) + "\n";
+      else if (v[0] != 3.0f || v[999] != 3.0f)
+        problems[rank] += "host all-reduce gave " + std::to_string(v[0]) + "\n";
+      ncclComm_t half = nullptr;
+      if (ncclCommSplit(comm, 0, rank, &half, nullptr) != ncclSuccess) {
+        problems[rank] += "split failed\n";
+      } else {
+        std::vector<int32_t> w(10, rank + 1);
+        if (ncclAllReduce(w.data(), w.data(), w.size(), ncclInt32, ncclSum, half, nullptr) != ncclSuccess || w[0] != 3)
+          problems[rank] += "all-reduce on the split (host) communicator failed\n";
+        ncclCommDestroy(half);
+      }
+      ncclCommDestroy(comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
+}
+
 TEST(CudaBackend, AbortWithWorkQueuedOnAHeldStreamReturnsAndReleasesTheStream) {
   REQUIRE_DRIVER(d);
   ncclUniqueId id;

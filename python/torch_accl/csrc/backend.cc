@@ -27,7 +27,8 @@ AcclBackend::AcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
     long secs = std::max<long>(1, (long)std::chrono::duration_cast<std::chrono::seconds>(timeout).count());
     setenv("ACCL_TIMEOUT", std::to_string(secs).c_str(), 0);
   }
-  comm_ = initComm("accl/unique_id");
+  // CPU tensors: a host-backend communicator even where the library runs CUDA (a GPU machine).
+  comm_ = initComm("accl/unique_id", /*host=*/true);
   check(api().ncclHostStreamCreate(&stream_), "ncclHostStreamCreate");
   // CUDA tensors: a communicator on the current device now, while every rank is here (a first
   // send/recv could not create one). Every rank of a job sees the same kind of machine.
@@ -38,7 +39,7 @@ AcclBackend::AcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
 
 AcclBackend::~AcclBackend() { shutdown(); }
 
-ncclComm_t AcclBackend::initComm(const std::string& key) {
+ncclComm_t AcclBackend::initComm(const std::string& key, bool host) {
   const Api& a = api();
   ncclUniqueId id;
   if (rank_ == 0) {
@@ -51,7 +52,8 @@ ncclComm_t AcclBackend::initComm(const std::string& key) {
     memcpy(&id, bytes.data(), sizeof(id));
   }
   ncclComm_t comm = nullptr;
-  check(a.ncclCommInitRank(&comm, size_, id, rank_), "ncclCommInitRank");
+  if (host) check(a.ncclCommInitRankHost(&comm, size_, id, rank_), "ncclCommInitRankHost");
+  else check(a.ncclCommInitRank(&comm, size_, id, rank_), "ncclCommInitRank");
   return comm;
 }
 

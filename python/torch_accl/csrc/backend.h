@@ -105,7 +105,8 @@ class AcclBackend : public c10d::Backend, public WorkOwner {
   void check(ncclResult_t r, const char* what) const;
   void checkSingle(std::vector<at::Tensor>& tensors, const char* name) const;
   void checkRoot(int64_t root, const char* name) const;
-  ncclComm_t initComm(const std::string& key);
+  // host: a host-backend communicator (CPU tensors), whatever backend the library runs.
+  ncclComm_t initComm(const std::string& key, bool host = false);
   // The communicator for CUDA tensors on `device`; created on a collective (all ranks take part).
   DeviceComm& deviceComm(c10::Device device, bool collective, const char* name);
 

@@ -22,7 +22,7 @@ struct Api {
   X(ncclRecv) X(ncclGroupStart) X(ncclGroupEnd) X(ncclHostStreamCreate)                       \
   X(ncclHostStreamDestroy) X(ncclHostStreamQuery) X(ncclHostStreamSynchronize)                \
   X(ncclHostEventCreate) X(ncclHostEventDestroy) X(ncclHostEventRecord)                       \
-  X(ncclHostEventSynchronize) X(ncclAcclVersionString)
+  X(ncclHostEventSynchronize) X(ncclAcclVersionString) X(ncclCommInitRankHost)
   TORCH_ACCL_FNS(TORCH_ACCL_FN)
 #undef TORCH_ACCL_FN
 };
