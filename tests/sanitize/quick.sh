@@ -25,7 +25,9 @@ fi
 cmake --build "$DIR" -j 1 --target leak_cycles_test >"$BASE/$KIND-build.log" 2>&1 ||
   { tail -n 60 "$BASE/$KIND-build.log"; exit 1; }
 built=$(date +%s)
-export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=1
+# fast_unwind_on_malloc=0: full allocation stacks, so lsan.supp can match third-party frames.
+export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=1:fast_unwind_on_malloc=0
+export LSAN_OPTIONS=suppressions=$SRC/tests/sanitize/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 export ACCL_LEAK_CYCLES=100
