@@ -25,7 +25,14 @@ def max_diff(a, b):
 
 @pytest.fixture(scope="module")
 def gloo_ddp(tmp_path_factory):
-    r, out = train(tmp_path_factory.mktemp("gloo"), "gloo", "ddp")
+    # The reference is torch's own gloo. Under load, a gloo rank of torch 2.15 has aborted at
+    # exit after training ("terminate called without an active exception", CI 2026-11-30), so
+    # a failed reference run is tried once more, saying so. ACCL's runs are never retried.
+    for attempt in (1, 2):
+        r, out = train(tmp_path_factory.mktemp("gloo"), "gloo", "ddp")
+        if r.returncode == 0:
+            break
+        print(f"gloo reference run failed (attempt {attempt}, exit {r.returncode}):\n{r.stderr[-2000:]}")
     assert r.returncode == 0, r.stdout + r.stderr
     return torch.load(out, weights_only=True)
 
