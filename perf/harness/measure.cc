@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "accl.h"
+#include "cuda_graph.h"
 #include "rank_resources.h"
 #include "job.h"
 #include "sweep.h"
@@ -210,6 +211,21 @@ class ThreadRun {
     }
   }
 
+  void beginCapture(StreamGraphs& graphs, StreamGraphs::CaptureMode mode) {
+    std::vector<cudaStream_t> streams;
+    for (const RankContext& r : ranks_) streams.push_back(r.stream.get());
+    std::string error;
+    if (!graphs.begin(streams, mode, &error)) job_.failCuda(error, __FILE__, __LINE__);
+  }
+  void endCapture(StreamGraphs& graphs) {
+    std::string error;
+    if (!graphs.end(&error)) job_.failCuda(error, __FILE__, __LINE__);
+  }
+  void launch(StreamGraphs& graphs) {
+    std::string error;
+    if (!graphs.launch(&error)) job_.failCuda(error, __FILE__, __LINE__);
+  }
+
   void warmUp(ncclDataType_t type, int root) {
     for (size_t bytes : warmupSizes(o_.minBytes, o_.maxBytes)) {
       for (int i = 0; i < o_.warmupIters; ++i) issue({type, ReduceOp::kSum, root, bytes}, false, 0);
@@ -272,7 +288,11 @@ class ThreadRun {
     waitAll();
     job_.barrier(thread_);
 
-    const auto start = Clock::now();
+    // -G: the timed iterations are captured, not run; the clock restarts at the launches.
+    const bool graphing = o_.cudaGraph > 0;
+    StreamGraphs graphs(job_.cuda.get());  // used only with -G, which needs device mode
+    if (graphing) beginCapture(graphs, StreamGraphs::CaptureMode::kThreadLocal);
+    auto start = Clock::now();
     Clock::duration excluded{};
     for (int it = 0; it < o_.iters; ++it) {
       if (o_.aggIters > 1) PERF_NCCL_CHECK(job_, ncclGroupStart());
@@ -288,18 +308,38 @@ class ThreadRun {
         }
       }
     }
+    if (graphing) {
+      endCapture(graphs);
+      job_.barrier(thread_);
+      start = Clock::now();
+      for (int l = 0; l < o_.cudaGraph; ++l) launch(graphs);
+    }
     const auto issued = Clock::now();
     waitAll();
     const auto done = Clock::now();
     const auto elapsed = (o_.reportCpuTime ? issued - start : done - start) - excluded;
-    const double ops = static_cast<double>(o_.iters) * o_.aggIters;
+    // Per iteration, also with -G (nccl-tests divides its -C cputime by the launches only in
+    // its completion time; here both are per iteration).
+    const double ops = static_cast<double>(o_.iters) * o_.aggIters * (graphing ? o_.cudaGraph : 1);
     const double timeUs = ops > 0 ? std::chrono::duration<double, std::micro>(elapsed).count() / ops : 0;
 
     std::vector<double> wrong(ranks_.size(), 0);
     for (int run = 0; run < o_.check; ++run) {
       fillInputs(k, inPlace, ++seed_);
-      issue(k, inPlace, 0);
-      waitAll();
+      if (graphing) {
+        // The checked call is a graph too, launched once (nccl-tests: global capture mode
+        // unless several threads capture at once).
+        StreamGraphs check(job_.cuda.get());
+        beginCapture(check, o_.nThreads > 1 ? StreamGraphs::CaptureMode::kThreadLocal
+                                             : StreamGraphs::CaptureMode::kGlobal);
+        issue(k, inPlace, 0);
+        endCapture(check);
+        launch(check);
+        waitAll();
+      } else {
+        issue(k, inPlace, 0);
+        waitAll();
+      }
       wrong = verify(k, inPlace, seed_);
     }
 

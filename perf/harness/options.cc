@@ -169,9 +169,13 @@ ParseResult parseOptions(int argc, char** argv) {
   if (o.blocking < 0 || o.blocking > 3) fail("-z must be 0, 1, 2 or 3");
   if (o.unalign < 0) fail("-u must not be negative");
   // What this harness does not do (yet) is accepted, reported and turned off.
-  if (o.cudaGraph) {
-    result.notes.push_back("# CUDA graphs are not available in this harness yet; -G ignored");
-    o.cudaGraph = 0;
+  if (o.cudaGraph < 0) fail("-G must not be negative");
+  // nccl-tests turns -z 3 off under -G; -z 1 and 2 would synchronize a stream while it is
+  // being captured, which CUDA refuses, so they go too.
+  if (o.cudaGraph > 0 && o.blocking) {
+    result.notes.push_back("# blocking mode (-z " + std::to_string(o.blocking) +
+                           ") is incompatible with CUDA graph mode (-G); -z 0");
+    o.blocking = 0;
   }
   if (o.perIterTiming) {
     result.notes.push_back("# Per-iteration timing is not available on the host backend; -I ignored");

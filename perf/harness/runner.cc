@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "accl.h"
+#include "cuda_graph.h"
 #include "job.h"
 #include "table_format.h"
 
@@ -77,6 +78,22 @@ std::string sharedNullStreamProblem(const Job& job) {
   return {};
 }
 
+// -G captures the ranks' CUDA streams: it needs device mode and created streams. On host
+// buffers it is reported and turned off (a host stream cannot be captured); the NULL stream
+// (-y 1) cannot be captured either, which nccl-tests would find out at cudaStreamBeginCapture.
+std::string graphProblem(Job& job, std::vector<std::string>* notes) {
+  if (!job.options.cudaGraph) return {};
+  if (!job.cuda) {
+    notes->push_back("# CUDA graphs (-G) need device buffers and CUDA streams; -G ignored on host buffers");
+    job.options.cudaGraph = 0;
+    return {};
+  }
+  if (job.options.streamNull) return "-G with -y 1: the NULL stream cannot be captured in a CUDA graph; drop -y 1";
+  std::string why;
+  if (!StreamGraphs::available(&why)) return "-G: " + why;
+  return {};
+}
+
 void shareUniqueId(Job& job) {
   ncclUniqueId id{};
   if (job.world.rank() == 0) PERF_NCCL_CHECK(job, ncclGetUniqueId(&id));
@@ -116,6 +133,7 @@ int runPerfTest(int argc, char** argv, const Collective& collective) {
   job.bufferMode = chooseBufferMode(request, job.firstDevice, &job.cuda);
   if (!job.bufferMode.error.empty()) job.fail(2, job.bufferMode.error, __FILE__, __LINE__);
   if (const std::string why = sharedNullStreamProblem(job); !why.empty()) job.fail(6, why, __FILE__, __LINE__);
+  if (const std::string why = graphProblem(job, &parsed.notes); !why.empty()) job.fail(6, why, __FILE__, __LINE__);
 
   if (job.printer) {
     if (!o.jsonPath.empty()) {

@@ -70,6 +70,50 @@ else
 fi
 expect "all_reduce accl-run -np 2 (processes on one device)" 0 \
   "$bin/accl-run" -np 2 "$bin/all_reduce_perf" --device -g 1 -b 8 -e 256K -f 32 -c 1 -n 2
+# -G (CUDA graphs): the timed iterations and the checked call are captured on the ranks'
+# streams and launched as graphs; the check passes only if the graph launches did the work
+# (a harness that skipped them reports #wrong). The fake's trace counts the launches:
+# sizes x 2 placements x (G timed + c checked) x ranks of the process.
+graph_case() {  # NAME LAUNCHES_WANTED COMMAND...
+  local name=$1 want=$2 trace out rc got bad=""
+  shift 2
+  trace=$(mktemp)
+  out=$(FAKE_CUDA_TRACE=1 timeout 120 "$@" 2>"$trace")
+  rc=$?
+  got=$(grep -c "launch graph exec" "$trace")
+  [ $rc -eq 0 ] || bad="exit code $rc"
+  echo "$out" | grep -q "^# Buffers: device memory" || bad="${bad:+$bad; }no '# Buffers: device memory' line"
+  echo "$out" | grep -q "graph: [1-9]" || bad="${bad:+$bad; }the preamble does not say graph: N"
+  echo "$out" | grep -q "Out of bounds values : 0 OK" || bad="${bad:+$bad; }wrong results"
+  [ "$got" = "$want" ] || bad="${bad:+$bad; }$got graph launches, wanted $want"
+  if [ -n "$bad" ]; then
+    echo "FAIL $name: $bad"
+    echo "$out" | sed 's/^/    /'
+    grep -v "fake libcuda: stream" "$trace" | tail -20 | sed 's/^/    stderr: /'
+    failures=$((failures + 1))
+  else
+    echo "ok   $name ($got graph launches)"
+  fi
+  rm -f "$trace"
+}
+# 4 sizes x 2 x (3 + 1) x 2 ranks
+graph_case "all_reduce -g 2 -G 3 (two ranks of one thread, two captured streams)" 64 \
+  "$bin/all_reduce_perf" --device -g 2 -b 8 -e 1M -f 32 -c 1 -n 2 -w 1 -G 3
+# 2 sizes x 2 x (2 + 1) x 1 rank, in each of two threads capturing at once
+graph_case "all_reduce -t 2 -G 2 (two threads capture at once)" 24 \
+  "$bin/all_reduce_perf" --device -t 2 -g 1 -b 1K -e 8K -f 8 -c 1 -n 2 -G 2
+# 3 sizes x 2 x (2 + 1) x 1 rank x 2 processes
+graph_case "all_reduce accl-run -np 2 -G 2 (processes)" 36 \
+  "$bin/accl-run" -np 2 "$bin/all_reduce_perf" --device -g 1 -b 8 -e 8K -f 32 -c 1 -n 2 -G 2
+# 2 sizes x 2 x (2 + 1) x 3 ranks
+graph_case "sendrecv -g 3 -G 2 (p2p in a group, captured)" 36 \
+  "$bin/sendrecv_perf" --device -g 3 -b 64 -e 4K -f 64 -c 1 -n 2 -G 2
+out=$(timeout 60 "$bin/all_reduce_perf" --device -g 2 -y 1 -b 8 -e 8 -G 2 2>&1)
+if [ $? -eq 6 ] && echo "$out" | grep -q "NULL stream cannot be captured"; then
+  echo "ok   -G -y 1 is refused with the reason"
+else
+  echo "FAIL -G -y 1:"; echo "$out" | sed 's/^/    /'; failures=$((failures + 1))
+fi
 # Every binary, every type (and every op where it applies), two ranks on the device.
 for name in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv gather scatter hypercube; do
   ops=()

@@ -108,6 +108,21 @@ TEST(PerfOptions, BadInputIsAnErrorAndAllExpands) {
   EXPECT_EQ(unknownType.options.types, std::vector<ncclDataType_t>{ncclFloat32});
 }
 
+// -G is kept (graph launches); blocking modes, which would synchronize a stream while it is
+// captured, are turned off with a note, as nccl-tests does for -z 3.
+TEST(PerfOptions, CudaGraphModeKeepsLaunchesAndDropsBlocking) {
+  const ParseResult graph = parse({"-G", "5", "-z", "3"});
+  ASSERT_TRUE(graph.error.empty());
+  EXPECT_EQ(graph.options.cudaGraph, 5);
+  EXPECT_EQ(graph.options.blocking, 0);
+  ASSERT_EQ(graph.notes.size(), 1u);
+  EXPECT_NE(graph.notes[0].find("-z 3"), std::string::npos) << graph.notes[0];
+  EXPECT_EQ(parse({"--cudagraph", "2", "-z", "1"}).options.blocking, 0);
+  EXPECT_EQ(parse({"-z", "1"}).options.blocking, 1);  // without -G it stays
+  EXPECT_TRUE(parse({"-G", "2"}).notes.empty());
+  EXPECT_FALSE(parse({"-G", "-1"}).error.empty());
+}
+
 TEST(PerfSweep, FactorMultipliesAndStepAdds) {
   EXPECT_EQ(sweepSizes(8, 64, 1 << 20, 2), (std::vector<size_t>{8, 16, 32, 64}));
   EXPECT_EQ(sweepSizes(8, 1 << 20, 0, 4), (std::vector<size_t>{8, 32, 128, 512, 2048, 8192, 32768, 131072, 524288}));
