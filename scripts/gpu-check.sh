@@ -6,7 +6,8 @@
 # 3. Runs our all_reduce_perf and all_gather_perf on device buffers (--device) with 1, 2 and 4
 #    ranks on the GPU, as threads of one process (-g N) and as processes (accl-run -np N): a
 #    checked sweep up to 16 MiB, then the speed run (8 B and 1 GiB, unchecked) with the issue 10
-#    targets for 2 and 4 ranks as threads.
+#    targets for 2 and 4 ranks as threads; and a checked all_reduce sweep in CUDA-graph mode
+#    (-G 10) with 1 and 2 ranks.
 # 4. With NCCL_TESTS_DIR (a checkout of NVIDIA's nccl-tests): builds it against NVIDIA's nccl.h
 #    (MPI=1 when mpirun exists) and runs all_reduce, all_gather, reduce_scatter, broadcast,
 #    reduce, alltoall and sendrecv on our library (LD_PRELOAD) with 1 rank, and with 2 and 4
@@ -170,6 +171,21 @@ for coll in all_reduce all_gather; do
   done
 done
 [ $have_gpu = 0 ] && row "perf on device buffers (1/2/4 ranks)" SKIP "$no_gpu"
+# CUDA-graph mode (-G, as nccl-tests): the timed iterations captured once per rank stream and
+# launched 10 times, the checked call launched as a graph too; 1 and 2 ranks as threads.
+if [ $have_gpu = 1 ]; then
+  for n in 1 2; do
+    out=$(timeout 120 "$perf/all_reduce_perf" --device -g "$n" -b 8 -e 16M -f 8 -c 1 -n 10 -G 10 2>&1)
+    rc=$?
+    if ! echo "$out" | grep -q "graph: 10"; then
+      row "all_reduce_perf -g $n -G 10 (CUDA graph)" FAIL "rc=$rc, graph mode not on: $(echo "$out" | grep -E '^# .*-G|failure' | head -1 | cut -c1-150)"
+    else
+      perf_check "all_reduce_perf -g $n -G 10 (CUDA graph)" "$out" $rc
+    fi
+  done
+else
+  row "all_reduce_perf -G (CUDA graph, 1/2 ranks)" SKIP "$no_gpu"
+fi
 
 # ---- NVIDIA's nccl-tests on our library ------------------------------------------------------
 nv_home=${NVIDIA_NCCL_HOME:-$(python3 -c 'import nvidia.nccl as n; print(n.__path__[0])' 2>/dev/null)}
