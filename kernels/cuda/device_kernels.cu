@@ -8,6 +8,7 @@
 //   accl_scale_<type>(dst, src, scalarPtr, count) scalar read from device or mapped memory
 //   accl_divide_<type>(dst, src, divisor, count)
 //   accl_copy(dst, src, bytes)
+// <type> is dev::typeName's spelling (kernels/host/type_info.cc): the backend builds names from it.
 // Only grid-stride loops: no CUDA-only intrinsics, so hipcc can compile the same file.
 #include <cstddef>
 #include <cstdint>
@@ -78,8 +79,8 @@ ACCL_TYPE_KERNELS(float16, ncclFloat16)
 ACCL_TYPE_KERNELS(float32, ncclFloat32)
 ACCL_TYPE_KERNELS(float64, ncclFloat64)
 ACCL_TYPE_KERNELS(bfloat16, ncclBfloat16)
-ACCL_TYPE_KERNELS(fp8e4m3, ncclFloat8e4m3)
-ACCL_TYPE_KERNELS(fp8e5m2, ncclFloat8e5m2)
+ACCL_TYPE_KERNELS(float8e4m3, ncclFloat8e4m3)
+ACCL_TYPE_KERNELS(float8e5m2, ncclFloat8e5m2)
 
 // Bytes, 16 at a time where both ends allow it (the ring pieces and user buffers usually do).
 extern "C" __global__ void accl_copy(void* dstv, const void* srcv, size_t bytes) {

@@ -26,8 +26,6 @@ struct Module {
   Context* ctx;
 };
 
-const char* const kTypeNames[ncclNumTypes] = {"int8",    "uint8",   "int32",   "uint32",   "int64",   "uint64",
-                                              "float16", "float32", "float64", "bfloat16", "fp8e4m3", "fp8e5m2"};
 const char* const kOpNames[4] = {"sum", "prod", "max", "min"};
 
 // Built once, never resized: a CUfunction is the address of an entry.
@@ -36,7 +34,7 @@ const std::vector<Kernel>& kernelTable() {
     auto* t = new std::vector<Kernel>;
     for (int type = 0; type < ncclNumTypes; type++) {
       const auto dt = static_cast<ncclDataType_t>(type);
-      const std::string tn = kTypeNames[type];
+      const std::string tn = accl::dev::typeName(dt);  // the library's spelling, as in the kernels' names
       for (int op = 0; op < 4; op++)
         t->push_back({"accl_reduce2_" + tn + "_" + kOpNames[op], KernelKind::Reduce2, dt, static_cast<accl::dev::RedKind>(op)});
       t->push_back({"accl_scale_" + tn, KernelKind::Scale, dt});

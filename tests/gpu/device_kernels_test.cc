@@ -11,13 +11,12 @@
 #include <string>
 #include <vector>
 #include "device.h"
+#include "device/cuda/cuda_backend.h"
 #include "device/cuda/driver_api.h"
 
 namespace accl::dev::cuda {
 namespace {
 
-const char* const kTypeNames[ncclNumTypes] = {"int8",    "uint8",   "int32",    "uint32",  "int64",   "uint64",
-                                              "float16", "float32", "float64", "bfloat16", "fp8e4m3", "fp8e5m2"};
 const char* const kOpNames[4] = {"sum", "prod", "max", "min"};
 
 bool isFloat(ncclDataType_t t) { return t >= ncclFloat16 && t != ncclInt8 && t != ncclUint8 && t <= ncclFloat8e5m2; }
@@ -107,8 +106,8 @@ TEST_F(DeviceKernels, ReduceOfEveryTypeAndOpIsBitwiseEqualToTheHostKernels) {
       reduce2(t, static_cast<RedKind>(op), want.data(), a.data(), b.data(), kCount);
       CUdeviceptr da = upload(a), db = upload(b), dd = upload(std::vector<char>(bytes));
       size_t n = kCount;
-      launch(std::string("accl_reduce2_") + kTypeNames[ti] + "_" + kOpNames[op], {&dd, &da, &db, &n});
-      EXPECT_TRUE(download(dd, bytes) == want) << kTypeNames[ti] << " " << kOpNames[op];
+      launch(kernelName("accl_reduce2_", t) + "_" + kOpNames[op], {&dd, &da, &db, &n});
+      EXPECT_TRUE(download(dd, bytes) == want) << typeName(t) << " " << kOpNames[op];
     }
   }
 }
@@ -125,10 +124,10 @@ TEST_F(DeviceKernels, ScaleAndDivideOfEveryTypeAreBitwiseEqualToTheHostKernels) 
                 out2 = upload(std::vector<char>(bytes));
     size_t n = kCount;
     int divisor = 3;
-    launch(std::string("accl_scale_") + kTypeNames[ti], {&out1, &ds, &dk, &n});
-    launch(std::string("accl_divide_") + kTypeNames[ti], {&out2, &ds, &divisor, &n});
-    EXPECT_TRUE(download(out1, bytes) == wantScale) << "scale " << kTypeNames[ti] << (isFloat(t) ? " (float)" : "");
-    EXPECT_TRUE(download(out2, bytes) == wantDivide) << "divide " << kTypeNames[ti];
+    launch(kernelName("accl_scale_", t), {&out1, &ds, &dk, &n});
+    launch(kernelName("accl_divide_", t), {&out2, &ds, &divisor, &n});
+    EXPECT_TRUE(download(out1, bytes) == wantScale) << "scale " << typeName(t) << (isFloat(t) ? " (float)" : "");
+    EXPECT_TRUE(download(out2, bytes) == wantDivide) << "divide " << typeName(t);
   }
 }
 

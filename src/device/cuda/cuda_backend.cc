@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include "base/check.h"
 #include "base/log.h"
@@ -20,22 +21,8 @@
 
 namespace accl::dev::cuda {
 
-const char* kernelTypeName(ncclDataType_t t) {
-  switch (t) {
-    case ncclInt8: return "int8";
-    case ncclUint8: return "uint8";
-    case ncclInt32: return "int32";
-    case ncclUint32: return "uint32";
-    case ncclInt64: return "int64";
-    case ncclUint64: return "uint64";
-    case ncclFloat16: return "float16";
-    case ncclFloat32: return "float32";
-    case ncclFloat64: return "float64";
-    case ncclBfloat16: return "bfloat16";
-    case ncclFloat8e4m3: return "fp8e4m3";
-    case ncclFloat8e5m2: return "fp8e5m2";
-    default: return nullptr;
-  }
+std::string kernelName(const char* stem, ncclDataType_t t) {
+  return typeSize(t) ? std::string(stem) + typeName(t) : std::string();
 }
 
 namespace {
@@ -312,8 +299,8 @@ class CudaBackend final : public Backend {
   Fence reduce2(const StreamRef& s, ncclDataType_t type, RedKind op, void* dst, const void* a, const void* b,
                 size_t count) override {
     DirectScope direct(*this, s);
-    const char* tn = kernelTypeName(type);
-    if (tn == nullptr) return fail("reduce2: datatype", kErrorInvalidValue);
+    const std::string kernel = kernelName("accl_reduce2_", type);
+    if (kernel.empty()) return fail("reduce2: datatype", kErrorInvalidValue);
     const size_t bytes = count * typeSize(type);
     Operand D = operand(direct, dst, bytes, 0, false), A = operand(direct, a, bytes, 1, true),
             B = operand(direct, b, bytes, 2, true);
@@ -325,48 +312,26 @@ class CudaBackend final : public Backend {
     if (b == dst && D.staged && a != dst) stageIn(direct.stream, D.dev, dst, bytes);
     size_t n = count;
     void* params[] = {&pd, &pa, &pb, &n};
-    launch(direct.stream, std::string("accl_reduce2_") + tn + "_" + redName(op), count, params);
+    launch(direct.stream, kernel + "_" + redName(op), count, params);
     if (D.staged) copyOut(direct.stream, dst, D.dev, bytes);
     return done(direct);
   }
 
   Fence scale(const StreamRef& s, ncclDataType_t type, void* dst, const void* src, const void* scalar,
               size_t count) override {
-    DirectScope direct(*this, s);
-    const char* tn = kernelTypeName(type);
-    if (tn == nullptr) return fail("scale: datatype", kErrorInvalidValue);
-    const size_t bytes = count * typeSize(type);
-    Operand D = operand(direct, dst, bytes, 0, false), S = operand(direct, src, bytes, 1, true),
-            K = operand(direct, scalar, typeSize(type), 2, true);
-    if (failed()) return {};
-    void* pd = D.dev;
-    const void* ps = src == dst ? D.dev : S.dev;
-    if (src == dst && D.staged) stageIn(direct.stream, D.dev, dst, bytes);
-    const void* pk = K.dev;
-    size_t n = count;
-    void* params[] = {&pd, &ps, &pk, &n};
-    launch(direct.stream, std::string("accl_scale_") + tn, count, params);
-    if (D.staged) copyOut(direct.stream, dst, D.dev, bytes);
-    return done(direct);
+    const void* pk = nullptr;
+    return elementwise(s, "scale", "accl_scale_", type, dst, src, count, [&](const DirectScope& direct) -> void* {
+      pk = operand(direct, scalar, typeSize(type), 2, true).dev;  // the scalar: device, mapped or staged
+      return &pk;
+    });
   }
 
   Fence divide(const StreamRef& s, ncclDataType_t type, void* dst, const void* src, int divisor,
                size_t count) override {
-    DirectScope direct(*this, s);
-    const char* tn = kernelTypeName(type);
-    if (tn == nullptr) return fail("divide: datatype", kErrorInvalidValue);
-    const size_t bytes = count * typeSize(type);
-    Operand D = operand(direct, dst, bytes, 0, false), S = operand(direct, src, bytes, 1, true);
-    if (failed()) return {};
-    void* pd = D.dev;
-    const void* ps = src == dst ? D.dev : S.dev;
-    if (src == dst && D.staged) stageIn(direct.stream, D.dev, dst, bytes);
     int dv = divisor;
-    size_t n = count;
-    void* params[] = {&pd, &ps, &dv, &n};
-    launch(direct.stream, std::string("accl_divide_") + tn, count, params);
-    if (D.staged) copyOut(direct.stream, dst, D.dev, bytes);
-    return done(direct);
+    return elementwise(s, "divide", "accl_divide_", type, dst, src, count, [&](const DirectScope&) -> void* {
+      return &dv;
+    });
   }
 
   bool poll(Fence f) override { return fences_->poll(f); }
@@ -520,6 +485,29 @@ class CudaBackend final : public Backend {
         std::max<size_t>(1, std::min<size_t>(wanted, static_cast<size_t>(dev_.multiprocessors()) * 8)));
     CUresult r = api_.launchKernel(fn, blocks, 1, 1, kThreads, 1, 1, 0, st, params, nullptr);
     if (r != kSuccess) fail(kernel.c_str(), r);
+  }
+
+  // scale and divide: dst[i] = src[i] (op) x by one kernel per type taking (dst, src, x, count).
+  // `third` places x once dst and src are placed (it may stage an operand of its own) and
+  // returns the address of the kernel's third parameter.
+  template <class Third>
+  Fence elementwise(const StreamRef& s, const char* what, const char* stem, ncclDataType_t type, void* dst,
+                    const void* src, size_t count, Third third) {
+    DirectScope direct(*this, s);
+    const std::string kernel = kernelName(stem, type);
+    if (kernel.empty()) return fail((std::string(what) + ": datatype").c_str(), kErrorInvalidValue);
+    const size_t bytes = count * typeSize(type);
+    Operand D = operand(direct, dst, bytes, 0, false), S = operand(direct, src, bytes, 1, true);
+    void* x = third(direct);
+    if (failed()) return {};
+    void* pd = D.dev;
+    const void* ps = src == dst ? D.dev : S.dev;
+    if (src == dst && D.staged) stageIn(direct.stream, D.dev, dst, bytes);
+    size_t n = count;
+    void* params[] = {&pd, &ps, x, &n};
+    launch(direct.stream, kernel, count, params);
+    if (D.staged) copyOut(direct.stream, dst, D.dev, bytes);
+    return done(direct);
   }
 
   Fence fail(const char* what, CUresult r) {

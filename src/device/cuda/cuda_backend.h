@@ -6,6 +6,7 @@
 // host never waits for the user's stream.
 #pragma once
 #include <memory>
+#include <string>
 #include "device/backend.h"
 #include "device/cuda/driver_api.h"
 
@@ -20,7 +21,8 @@ ncclResult_t makeCudaBackend(CudaDevice& dev, std::shared_ptr<Backend>* out);
 // and data calls are never used (communicators have their own).
 std::shared_ptr<Backend> makeCudaAllocator(const DriverApi& api);
 
-// The kernel name suffix of a datatype in kernels/cuda/device_kernels.cu ("float32"), or nullptr.
-const char* kernelTypeName(ncclDataType_t t);
+// An entry point of kernels/cuda/device_kernels.cu: `stem` + the datatype's name as
+// dev::typeName spells it ("accl_scale_float32"); empty for an invalid datatype.
+std::string kernelName(const char* stem, ncclDataType_t t);
 
 }  // namespace accl::dev::cuda
