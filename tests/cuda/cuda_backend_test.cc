@@ -30,6 +30,15 @@ using accl_test::runThreadRanks;
   const TestDriver* d = testDriver(&why_);                     \
   if (d == nullptr) GTEST_SKIP() << "SKIP: " << why_;
 
+// The start of every child process of a multi-process test: the driver (the parent has
+// checked that there is one) and the communicator of the child's rank.
+#define CHILD_RANK(role, d, comm)                                 \
+  std::string childWhy_;                                          \
+  const TestDriver* d = testDriver(&childWhy_);                   \
+  ASSERT_NE(d, nullptr) << childWhy_;                             \
+  ncclComm_t comm = nullptr;                                      \
+  ASSERT_EQ(ncclSuccess, accl_test::initChildRankComm(role, &comm))
+
 std::string joined(const std::vector<std::string>& v) {
   std::string s;
   for (auto& m : v) s += m + "\n";
@@ -94,21 +103,19 @@ TEST(CudaBackend, MatrixOnOneRankRunsStraightOnTheUsersStream) {
   }
 }
 
+// A child process's part of the multi-process matrix tests: every case on device buffers.
+void runMatrixInChild(const accl_test::ChildRole& role) {
+  CHILD_RANK(role, d, comm);
+  DriverMatrixDevice dev(*d, false);
+  accl_test::Watchdog watchdog(role.nranks, 120);
+  auto cases = accl_test::buildMatrix(role.nranks, accl_test::MatrixScope{});
+  auto messages = accl_test::runMatrixCases(comm, role.rank, role.nranks, cases, &watchdog, false, &dev);
+  EXPECT_TRUE(messages.empty()) << joined(messages);
+  EXPECT_EQ(ncclSuccess, ncclCommDestroy(comm));
+}
+
 TEST(CudaBackend, MatrixOnThreeProcessesOnOneDevice) {
-  if (const accl_test::ChildRole* role = accl_test::childRole()) {
-    std::string why;
-    const TestDriver* d = testDriver(&why);
-    ASSERT_NE(d, nullptr) << why;
-    ncclComm_t comm = nullptr;
-    ASSERT_EQ(ncclSuccess, accl_test::initChildRankComm(*role, &comm));
-    DriverMatrixDevice dev(*d, false);
-    accl_test::Watchdog watchdog(role->nranks, 120);
-    auto cases = accl_test::buildMatrix(role->nranks, accl_test::MatrixScope{});
-    auto messages = accl_test::runMatrixCases(comm, role->rank, role->nranks, cases, &watchdog, false, &dev);
-    EXPECT_TRUE(messages.empty()) << joined(messages);
-    EXPECT_EQ(ncclSuccess, ncclCommDestroy(comm));
-    return;
-  }
+  if (const accl_test::ChildRole* role = accl_test::childRole()) return runMatrixInChild(*role);
   REQUIRE_DRIVER(d);
   auto r = accl_test::runChildProcesses(3, true, 0, {}, 300);
   EXPECT_TRUE(r.ok) << r.report;
@@ -346,6 +353,26 @@ int occurrences(const std::string& text, const std::string& what) {
   return n;
 }
 
+// INIT logs of child processes: one file per process (NCCL_DEBUG_FILE's %p), read and
+// removed by takeChildLogs.
+std::string childLogPath(const char* stem) { return testing::TempDir() + stem + std::to_string(getpid()) + ".log"; }
+std::vector<std::string> childLogEnv(const std::string& path) {
+  return {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT", "NCCL_DEBUG_FILE=" + path + ".%p"};
+}
+std::string takeChildLogs(const std::string& path) {
+  std::string log;
+  DIR* dir = opendir(testing::TempDir().c_str());
+  const std::string prefix = path.substr(path.rfind('/') + 1) + ".";
+  while (dirent* e = dir ? readdir(dir) : nullptr) {
+    if (std::string(e->d_name).rfind(prefix, 0) != 0) continue;
+    const std::string f = testing::TempDir() + e->d_name;
+    log += readText(f);
+    unlink(f.c_str());
+  }
+  if (dir) closedir(dir);
+  return log;
+}
+
 // Two ranks of one process on one device, one all-reduce of doubles, with INIT logging to a
 // file: returns the log, after checking the result against 0.5 + 1.5.
 std::string allReduceOnTwoRanksLogged(const TestDriver& d, const char* p2pDisable) {
@@ -403,11 +430,7 @@ TEST(CudaIpc, P2pDisableFallsBackToSharedMemory) {
 // Processes on one device: the handle is opened with cuIpcOpenMemHandle in the other process.
 TEST(CudaIpc, ProcessesOnOneDeviceConnectThroughDeviceRings) {
   if (const accl_test::ChildRole* role = accl_test::childRole()) {
-    std::string why;
-    const TestDriver* d = testDriver(&why);
-    ASSERT_NE(d, nullptr) << why;
-    ncclComm_t comm = nullptr;
-    ASSERT_EQ(ncclSuccess, accl_test::initChildRankComm(*role, &comm));
+    CHILD_RANK(*role, d, comm);
     const size_t count = 300000;
     CUdeviceptr buf = 0;
     ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf, count * 8));
@@ -424,21 +447,28 @@ TEST(CudaIpc, ProcessesOnOneDeviceConnectThroughDeviceRings) {
     return;
   }
   REQUIRE_DRIVER(d);
-  const std::string path = testing::TempDir() + "accl_cuda_ipc_mp_" + std::to_string(getpid()) + ".log";
-  auto r = accl_test::runChildProcesses(
-      2, true, 0, {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT", "NCCL_DEBUG_FILE=" + path + ".%p"}, 120);
+  const std::string path = childLogPath("accl_cuda_ipc_mp_");
+  auto r = accl_test::runChildProcesses(2, true, 0, childLogEnv(path), 120);
   EXPECT_TRUE(r.ok) << r.report;
-  std::string log;
-  DIR* dir = opendir(testing::TempDir().c_str());
-  const std::string prefix = path.substr(path.rfind('/') + 1) + ".";
-  while (dirent* e = dir ? readdir(dir) : nullptr) {
-    if (std::string(e->d_name).rfind(prefix, 0) != 0) continue;
-    const std::string f = testing::TempDir() + e->d_name;
-    log += readText(f);
-    unlink(f.c_str());
-  }
-  if (dir) closedir(dir);
+  const std::string log = takeChildLogs(path);
   EXPECT_EQ(2, occurrences(log, "via CUDA IPC")) << log;
+}
+
+// Ranks on other hosts (issue 10, item 5), forced on one machine: with shared memory and CUDA
+// IPC off, the processes connect through the socket transport (net), whose rings are host
+// memory. Every collective and send/recv of the matrix on device buffers, results checked.
+TEST(CudaBackend, MatrixOnTwoProcessesOverSockets) {
+  if (const accl_test::ChildRole* role = accl_test::childRole()) return runMatrixInChild(*role);
+  REQUIRE_DRIVER(d);
+  const std::string path = childLogPath("accl_cuda_sock_mp_");
+  std::vector<std::string> env = childLogEnv(path);
+  env.insert(env.end(), {"NCCL_SHM_DISABLE=1", "NCCL_P2P_DISABLE=1"});
+  auto r = accl_test::runChildProcesses(2, true, 0, env, 300);
+  EXPECT_TRUE(r.ok) << r.report;
+  const std::string log = takeChildLogs(path);
+  EXPECT_EQ(2, occurrences(log, "via NET")) << log;  // each rank to the other
+  EXPECT_EQ(0, occurrences(log, "via SHM")) << log;
+  EXPECT_EQ(0, occurrences(log, "via CUDA IPC")) << log;
 }
 
 TEST(CudaBackend, HostBuffersAndHostStreamsAreRefusedByName) {
