@@ -19,6 +19,10 @@ class SendChannel {
   virtual ncclResult_t acquire(void** buf, size_t* avail) = 0;
   // Publishes n bytes written into the space returned by acquire().
   virtual void commit(size_t n) = 0;
+  // Publishes n alignment pad bytes that a commit of data always follows (Lane::alignSend).
+  // A transport that pushes every commit to the peer (sockets: one send() each) may hold them
+  // back and let that next commit carry them, so a small step costs one message, not two.
+  virtual void commitPadding(size_t n) { commit(n); }
   // Moves staged bytes towards the peer (sockets); no-op for shared memory.
   virtual ncclResult_t progress() { return ncclSuccess; }
   // True while committed bytes are still only staged locally (sockets).

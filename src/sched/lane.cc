@@ -22,7 +22,7 @@ bool Lane::alignSend(SendChannel* ch) {
     void* buf;
     size_t avail;
     if (ch->acquire(&buf, &avail) != ncclSuccess || avail < pad) return false;
-    ch->commit(pad);
+    ch->commitPadding(pad);  // the step's data follows: steps with no bytes are skipped
   }
   sendAligned_ = true;
   return true;

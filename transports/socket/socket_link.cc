@@ -94,6 +94,7 @@ bool SocketLink::pumpSend(int s) {
     if (n > 0) {
       out.cursor[s].store(stripe.advance(pos, static_cast<size_t>(n)), std::memory_order_release);
       moved = true;
+      if (static_cast<size_t>(n) < len) return moved;  // socket buffer full: another try gets EAGAIN
       continue;
     }
     if (n < 0 && transient(errno)) return moved;
@@ -110,10 +111,14 @@ bool SocketLink::pumpRecv(int s) {
     uint64_t pos = in.cursor[s].load(std::memory_order_relaxed);
     uint64_t limit = std::min(in.ring.head.load(std::memory_order_acquire) + in.ring.cap, stripe.chunkEnd(pos));
     if (limit <= pos) return moved;
-    ssize_t n = ::recv(socks[s].fd(), in.ring.at(pos), static_cast<size_t>(limit - pos), MSG_DONTWAIT);
+    const size_t want = static_cast<size_t>(limit - pos);
+    ssize_t n = ::recv(socks[s].fd(), in.ring.at(pos), want, MSG_DONTWAIT);
     if (n > 0) {
       in.cursor[s].store(stripe.advance(pos, static_cast<size_t>(n)), std::memory_order_release);
       moved = true;
+      // A short read drained the socket: asking again would cost a syscall to hear EAGAIN
+      // (for a small message, one of the two syscalls per receive).
+      if (static_cast<size_t>(n) < want) return moved;
       continue;
     }
     if (n < 0 && transient(errno)) return moved;

@@ -31,6 +31,7 @@ class SocketSend final : public SendChannel {
   explicit SocketSend(StripedConnection* conn) : conn_(conn) {}
   ncclResult_t acquire(void** buf, size_t* avail) override;
   void commit(size_t n) override;
+  void commitPadding(size_t n) override;
   ncclResult_t progress() override;
   bool pendingLocal() const override;
   uint64_t position() const override;
@@ -165,6 +166,12 @@ void SocketSend::commit(size_t n) {
     if (ring.head.load(std::memory_order_acquire) >= tail) return;  // all of it is on the wire
   }
   conn_->wakeWorkers();
+}
+
+void SocketSend::commitPadding(size_t n) {
+  // Staged only: the data commit right after it sends both in one send() (or wakes a helper).
+  StagingRing& ring = conn_->link().out.ring;
+  ring.tail.store(ring.tail.load(std::memory_order_relaxed) + n, std::memory_order_seq_cst);
 }
 
 ncclResult_t SocketSend::progress() { return conn_->failure(); }
