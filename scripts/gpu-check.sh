@@ -29,14 +29,30 @@ build=${1:-$here/build-gpu}
 mpi_home=${MPI_HOME:-/usr/lib/x86_64-linux-gnu/openmpi}
 jobs=$(nproc)
 start=$(date +%s)
+logs=$build/gpu-check  # every log of this script (inside the build dir: the checkout stays clean)
+mkdir -p "$logs" || exit 1
+declare -A seconds=()  # time spent per part, for the time row
 declare -a rows=()
 failed=0
 
 # row NAME RESULT DETAIL  (RESULT: PASS, FAIL, SKIP)
 row() {
-  rows+=("$(printf '%-46s %-5s %s' "$1" "$2" "$3")")
+  rows+=("$1"$'\t'"$2"$'\t'"$3")
   [ "$2" = FAIL ] && failed=1
   echo "== $1: $2 $3"
+}
+# The summary table, its first column as wide as the longest check name.
+print_rows() {
+  local r name result detail width=5
+  for r in "${rows[@]}"; do
+    name=${r%%$'\t'*}
+    [ ${#name} -gt $width ] && width=${#name}
+  done
+  printf "%-${width}s %-6s %s\n" CHECK RESULT DETAIL
+  for r in "${rows[@]}"; do
+    IFS=$'\t' read -r name result detail <<<"$r"
+    printf "%-${width}s %-6s %s\n" "$name" "$result" "$detail"
+  done
 }
 have_mpirun() { [ -x "$mpi_home/bin/mpirun" ] || command -v mpirun >/dev/null; }
 mpirun_bin() { if [ -x "$mpi_home/bin/mpirun" ]; then echo "$mpi_home/bin/mpirun"; else command -v mpirun; fi; }
@@ -75,15 +91,23 @@ cmake_args=(-S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release)
 [ -n "$cap" ] && cmake_args+=(-DACCL_CUDA_ARCHS="$cap")
 [ -n "${GTEST_PREFIX:-}" ] && cmake_args+=(-DCMAKE_PREFIX_PATH="$GTEST_PREFIX")
 t0=$(date +%s)
-if cmake "${cmake_args[@]}" > "$build.configure.log" 2>&1 &&
-   ninja -C "$build" -j "$jobs" > "$build.build.log" 2>&1; then
-  row "build (Release, ninja${cap:+, sm_$cap only})" PASS "$(( $(date +%s) - t0 )) s"
-else
-  tail -30 "$build.configure.log" "$build.build.log" 2>/dev/null
-  row "build (Release, ninja)" FAIL "see $build.build.log (no GTest? set GTEST_PREFIX)"
-  printf '%s\n' "${rows[@]}"
+if ! cmake "${cmake_args[@]}" > "$logs/configure.log" 2>&1; then
+  tail -30 "$logs/configure.log"
+  hint=""
+  grep -qi "gtest" "$logs/configure.log" && hint=" (no GTest? set GTEST_PREFIX)"
+  row "build (Release, ninja)" FAIL "configure failed: see $logs/configure.log$hint"
+  print_rows
   exit 1
 fi
+if ninja -C "$build" -j "$jobs" > "$logs/build.log" 2>&1; then
+  row "build (Release, ninja${cap:+, sm_$cap only})" PASS "$(( $(date +%s) - t0 )) s"
+else
+  grep -A12 -m3 "FAILED:" "$logs/build.log" | tail -30
+  row "build (Release, ninja)" FAIL "see $logs/build.log"
+  print_rows
+  exit 1
+fi
+seconds[build]=$(( $(date +%s) - t0 ))
 lib=$build/lib/libnccl.so.2
 perf=$build/perf
 
@@ -92,11 +116,12 @@ if [ $have_gpu = 0 ]; then
   row "GPU tests (ctest -L gpu)" SKIP "$no_gpu (make test runs them; they skip there)"
 elif ctest --test-dir "$build" -N -L '^gpu$' 2>/dev/null | grep -q "Total Tests: [1-9]"; then
   t0=$(date +%s)
-  if ctest --test-dir "$build" -L '^gpu$' -j 4 --output-on-failure > "$build.gpu-tests.log" 2>&1; then
-    row "GPU tests (ctest -L gpu)" PASS "$(grep -Eo 'tests passed, .*' "$build.gpu-tests.log" | head -1), $(( $(date +%s) - t0 )) s"
+  if ctest --test-dir "$build" -L '^gpu$' -j 4 --output-on-failure > "$logs/gpu-tests.log" 2>&1; then
+    row "GPU tests (ctest -L gpu)" PASS "$(grep -Eo 'tests passed, .*' "$logs/gpu-tests.log" | head -1), $(( $(date +%s) - t0 )) s"
   else
-    row "GPU tests (ctest -L gpu)" FAIL "$(grep -Eo 'tests passed, .*' "$build.gpu-tests.log" | head -1); see $build.gpu-tests.log"
+    row "GPU tests (ctest -L gpu)" FAIL "$(grep -Eo 'tests passed, .*' "$logs/gpu-tests.log" | head -1); see $logs/gpu-tests.log"
   fi
+  seconds[gpu-tests]=$(( $(date +%s) - t0 ))
 else
   row "GPU tests (ctest -L gpu)" FAIL "this build has no GPU tests (CUDA backend not landed?)"
 fi
@@ -146,6 +171,7 @@ if [ $have_gpu = 1 ]; then
 else
   mode=--host check_sizes=(-b 8 -e 1M -f 8) label="host buffers"
 fi
+t0=$(date +%s)
 declare -A target_us=([2]=20 [4]=20) target_bw=([2]=535 [4]=400)  # issue 10, ranks as threads
 speed_bytes=${GPU_CHECK_SPEED_BYTES:-1073741824}
 for coll in all_reduce all_gather; do
@@ -186,8 +212,10 @@ if [ $have_gpu = 1 ]; then
 else
   row "all_reduce_perf -G (CUDA graph, 1/2 ranks)" SKIP "$no_gpu"
 fi
+seconds[perf]=$(( $(date +%s) - t0 ))
 
 # ---- NVIDIA's nccl-tests on our library ------------------------------------------------------
+t0=$(date +%s)
 nv_home=${NVIDIA_NCCL_HOME:-$(python3 -c 'import nvidia.nccl as n; print(n.__path__[0])' 2>/dev/null)}
 if [ $have_gpu = 0 ]; then
   row "nccl-tests (NVIDIA's)" SKIP "$no_gpu"
@@ -210,13 +238,15 @@ else
   else
     row "nccl-tests build (NVIDIA's header, $mpi_note)" FAIL "see $nt/build.log"
   fi
+  # NVIDIA's libnccl.so.2 first; the rest of the caller's path stays (the driver may be there).
+  nt_libpath=$nv_home/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   nt_run() {  # NAME NPROCS BIN [PRELOAD]: one nccl-tests run, -b 8 -e 128M -f 16
     local name=$1 np=$2 bin=$3 preload=${4:-} out rc
     if [ "$np" = 1 ]; then
-      out=$(LD_PRELOAD=$preload LD_LIBRARY_PATH="$nv_home/lib" timeout 120 "$bin" -b 8 -e 128M -f 16 -g 1 2>&1)
+      out=$(LD_PRELOAD=$preload LD_LIBRARY_PATH="$nt_libpath" timeout 120 "$bin" -b 8 -e 128M -f 16 -g 1 2>&1)
     else
       out=$(NCCL_TESTS_DEVICE=0 timeout 180 "$(mpirun_bin)" --allow-run-as-root --oversubscribe -np "$np" \
-              -x LD_PRELOAD="$preload" -x NCCL_TESTS_DEVICE=0 -x LD_LIBRARY_PATH="$nv_home/lib" \
+              -x LD_PRELOAD="$preload" -x NCCL_TESTS_DEVICE=0 -x LD_LIBRARY_PATH="$nt_libpath" \
               "$bin" -b 8 -e 128M -f 16 -g 1 2>&1)
     fi
     rc=$?
@@ -254,9 +284,15 @@ else
   fi
 fi
 
+seconds[nccl-tests]=$(( $(date +%s) - t0 ))
+
 # ---- PyTorch (torch_accl helper) ----------------------------------------------------------
+t0=$(date +%s)
 if [ $have_gpu = 0 ]; then
   row "PyTorch checks" SKIP "$no_gpu"
+elif ! torch_why=$("${PYTHON:-python3}" -c 'import torch' 2>&1); then
+  # A GPU box without PyTorch is not a failed check: say so and go on (set PYTHON to pick one).
+  row "PyTorch checks" SKIP "${PYTHON:-python3} cannot import torch ($(echo "$torch_why" | tail -1 | cut -c1-80)); set PYTHON"
 elif [ -f "$here/scripts/gpu-check-torch.sh" ]; then
   # Its rows join this table (gpu_check_row); it builds into our build dir (BUILD).
   gpu_check_row() { row "$@"; }
@@ -266,12 +302,16 @@ else
   row "PyTorch checks" SKIP "scripts/gpu-check-torch.sh not present"
 fi
 
+seconds[torch]=$(( $(date +%s) - t0 ))
+
 elapsed=$(( $(date +%s) - start ))
+spent="build ${seconds[build]:-0} s, GPU tests ${seconds[gpu-tests]:-0} s, perf ${seconds[perf]:-0} s, nccl-tests ${seconds[nccl-tests]:-0} s, torch ${seconds[torch]:-0} s"
 if [ $have_gpu = 1 ] && [ $elapsed -gt 360 ]; then
-  row "time" FAIL "$elapsed s: over the 6-minute budget"
+  row "time" FAIL "$elapsed s: over the 6-minute budget ($spent)"
+else
+  row "time" PASS "$elapsed s ($spent)"
 fi
 echo
 echo "ACCL GPU check, $(date -u '+%Y-%m-%d %H:%M UTC'), $elapsed s, ACCL $(git -C "$here" describe --always --dirty 2>/dev/null)"
-printf '%-46s %-5s %s\n' CHECK RESULT DETAIL
-printf '%s\n' "${rows[@]}"
+print_rows
 exit $failed
