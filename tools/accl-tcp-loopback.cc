@@ -8,9 +8,11 @@
 //     must do at least (one one-way latency per operation);
 //     "block" waits in recv(), "spin" polls recv(MSG_DONTWAIT) and never sleeps;
 //   * stream: one side sends S bytes, the other reads them and answers 1 byte;
-//   * bidir: both sides send S bytes and receive S bytes at once (one thread each, poll());
-//     per-direction GB/s = S / time. A 2-rank ring all-reduce of S bytes moves S bytes each
-//     way per rank, and its busbw is S / time too, so this is what busbw compares against.
+//   * bidir: both sides send S bytes and receive S bytes at once, per-direction GB/s = S / time;
+//     "1 thread": one poll() loop does both, "2 threads": a sender thread next to the receiver.
+//     A 2-rank ring all-reduce of S bytes moves S bytes each way per rank, and its busbw is
+//     S / time too (all-gather: busbw = per-rank bytes each way / time), so this is what
+//     busbw compares against.
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -21,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 #include "net/socket.h"
 
@@ -80,7 +83,7 @@ Stats summarize(std::vector<double> v) {
   return {v.front(), v[v.size() / 2]};
 }
 
-enum class Test { PingPong, ExchangeBlock, ExchangeSpin, Stream, Bidir };
+enum class Test { PingPong, ExchangeBlock, ExchangeSpin, Stream, Bidir, BidirThreads };
 
 // Runs `test` on one end of the connection; `leader` is the process that reports. Returns the
 // seconds per operation of each batch (leader only).
@@ -108,6 +111,14 @@ std::vector<double> run(int fd, bool leader, Test test, size_t bytes, int iters,
         case Test::Bidir:
           ok = exchangeFull(fd, out.data(), in.data(), bytes);
           break;
+        case Test::BidirThreads: {
+          bool sent = false;
+          std::thread sender([&] { sent = sendFull(fd, out.data(), bytes); });
+          ok = recvFull(fd, in.data(), bytes, false);
+          sender.join();
+          ok = ok && sent;
+          break;
+        }
       }
       if (!ok) {
         std::fprintf(stderr, "accl-tcp-loopback: connection failed: %s\n", std::strerror(errno));
@@ -202,7 +213,8 @@ int main(int argc, char** argv) {
   for (size_t s : sizes) {
     int n = std::max(1, static_cast<int>((256u << 20) / s));  // ~256 MiB per rep
     report("stream one-way", Test::Stream, s, n, reps);
-    report("bidir per direction", Test::Bidir, s, n, reps);
+    report("bidir 1 thread", Test::Bidir, s, n, reps);
+    report("bidir 2 threads", Test::BidirThreads, s, n, reps);
   }
   if (leader) {
     int status = 0;
