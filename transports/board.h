@@ -25,6 +25,12 @@ static_assert(sizeof(BoardSlot) == 8 && std::atomic<uint64_t>::is_always_lock_fr
 // Bytes one slot takes for `capacity` bytes of input: whole cache lines.
 inline size_t boardSlotStride(size_t capacity) { return (sizeof(BoardSlot) + capacity + 63) & ~size_t(63); }
 
+// What a BoardReadGather post holds instead of the input: where it lies in the poster's process.
+struct BoardAddressPost {
+  uint64_t addr;
+  uint64_t bytes;
+};
+
 struct Board {
   size_t capacity = 0;               // input bytes every rank's slot holds; 0: no board
   std::vector<BoardSlot*> slots[2];  // [seq & 1][rank]
@@ -34,6 +40,12 @@ struct Board {
   // rank waiting for its post fails instead of hanging (ranks never connected see nothing else).
   std::vector<std::atomic<uint32_t>*> departed;
   uint64_t posted = 0;               // sequence number of this rank's latest post
+  // In-place reads (BoardReadGather): a post holds where the input lies in the poster's
+  // process, and peers copy it from there with process_vm_readv (one copy instead of a copy
+  // into the board and one out of it). Only when every rank can read every other's memory.
+  bool peersReadable = false;
+  std::vector<int32_t> pids;                          // [rank]: its process
+  std::vector<std::atomic<uint64_t>*> readDone;       // [rank]: the last post it finished reading
   bool available(size_t bytes) const { return capacity > 0 && bytes <= capacity; }
   bool hasDeparted(int rank) const {
     return rank < static_cast<int>(departed.size()) && departed[rank]->load(std::memory_order_acquire) != 0;

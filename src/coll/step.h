@@ -23,6 +23,7 @@ struct Step {
     Accumulate,      // dst = dst OP src (local; the accumulator is the left operand)
     BoardReduce,     // post src on the board; dst = every rank's post reduced, in rank order
     BoardGather,     // post src on the board; dst + r * bytes = rank r's post
+    BoardReadGather, // post where src lies; dst + r * bytes = rank r's src, read in its process
   };
   Kind kind = Kind::Copy;
   ncclDataType_t type = ncclInt8;

@@ -27,6 +27,7 @@ const char* stepName(Step::Kind k) {
     case Step::Kind::Accumulate: return "accumulate";
     case Step::Kind::BoardReduce: return "board reduce";
     case Step::Kind::BoardGather: return "board gather";
+    case Step::Kind::BoardReadGather: return "board in-place read gather";
   }
   return "?";
 }

@@ -61,6 +61,7 @@ void Lane::finish(const InFlight& f) {
 ncclResult_t Lane::runStep(Comm& comm, const dev::StreamRef& stream, StepState* state) {
   Step& s = cur_;
   if (s.kind == Step::Kind::BoardReduce || s.kind == Step::Kind::BoardGather) return runBoardStep(comm, state);
+  if (s.kind == Step::Kind::BoardReadGather) return runBoardReadStep(comm, state);
   dev::Backend& be = *comm.backend;
   const size_t esize = dev::typeSize(s.type);
   const size_t remaining = s.bytes - done_;
@@ -131,7 +132,8 @@ ncclResult_t Lane::runStep(Comm& comm, const dev::StreamRef& stream, StepState* 
       return ncclSuccess;
     }
     case Step::Kind::BoardReduce:
-    case Step::Kind::BoardGather: break;  // runBoardStep
+    case Step::Kind::BoardGather:
+    case Step::Kind::BoardReadGather: break;  // runBoardStep, runBoardReadStep
     case Step::Kind::RecvReduceSend:
     case Step::Kind::RecvCopySend: {
       PeerConnection* inConn;
@@ -194,6 +196,7 @@ ncclResult_t Lane::advance(Comm& comm, const dev::StreamRef& stream, bool* progr
       sendAligned_ = recvAligned_ = false;
       boardSeq_ = 0;
       boardNext_ = 0;
+      boardRead_ = false;
     }
     StepState state;
     NCCLCHECK(runStep(comm, stream, &state));

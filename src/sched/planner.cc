@@ -65,12 +65,16 @@ void addAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, const Comm& c
   const size_t bytes = op.count * dev::typeSize(op.type);
   const bool stream = streamsOutput(op, c.nranks);
   // The ShmDirect board is read and written by the CPU: host buffers only.
-  Algo algo = chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks, c.backend->hostBuffers() ? c.board.capacity : 0);
+  const bool hostBoard = c.backend->hostBuffers();
+  Algo algo = chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks, hostBoard ? c.board.capacity : 0,
+                         hostBoard && c.board.peersReadable);
   // ShmDirect folds in rank order already ((x0 op x1) op x2 ..., the same on every rank).
   const bool rankOrder =
       isReduction(op.kind) && c.deterministic.load(std::memory_order_relaxed) && algo != Algo::ShmDirect;
+  const bool readInPlace =
+      algo == Algo::ShmDirect && useShmRead(op.kind, bytes, c.nranks, hostBoard && c.board.peersReadable);
   INFO(kSubsysTuning, "%s: %zu bytes on %d ranks -> %s%s", opKindName(op.kind), bytes, c.nranks, algoName(algo),
-       rankOrder ? " (rank order)" : "");
+       rankOrder ? " (rank order)" : readInPlace ? " (inputs read in place)" : "");
   if (rankOrder) {
     addRankOrderAlgorithm(lane, op, a, algo, stream);
     return;
@@ -92,7 +96,10 @@ void addAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, const Comm& c
       lane.add(algo == Algo::Tree ? makeDirectReduce(a) : makeChainReduce(a), stream);
       break;
     case OpKind::AllGather:
-      lane.add(algo == Algo::ShmDirect ? makeShmDirectAllGather(a) : makeRingAllGather(a), stream);
+      if (readInPlace)
+        lane.add(makeShmReadAllGather(a));
+      else
+        lane.add(algo == Algo::ShmDirect ? makeShmDirectAllGather(a) : makeRingAllGather(a), stream);
       break;
     case OpKind::ReduceScatter: lane.add(makeRingReduceScatter(a), stream); break;
     case OpKind::Gather: lane.add(makeDirectGather(a), stream); break;

@@ -19,7 +19,28 @@ size_t shmDirectLimit(OpKind kind, int nranks, int64_t overrideBytes) {
   return 512 << 10;
 }
 
-Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks, size_t boardBytes) {
+size_t shmReadMin(OpKind kind, int nranks, int64_t overrideBytes) {
+  if (kind != OpKind::AllGather) return 0;
+  if (overrideBytes >= 0) return static_cast<size_t>(overrideBytes);
+  // Measured side by side on 2 vCPUs, out-of-place, best-of-3 and median, interleaved, under the
+  // normal scheduler and under chrt -f 1 (as perf/compare.py --realtime):
+  //   for v in 0 1: ACCL_SHM_READ_BYTES=$v [chrt -f 1] accl-run -np N all_gather_perf -b S -e S -c 0 -y 1
+  // Reading in place against the default (ring / board), best of 3:
+  //   np2, 1 MiB per rank: 4.8x under chrt, 0.93x without; 4 MiB: 1.9x and 1.9x;
+  //   np4, 1 MiB per rank: 2.4x under chrt, 1.4x (best; 2.7x median) without.
+  // Below 1 MiB it won only under chrt (np2 32-512 KiB: 2.7-4.6x) and lost without it (np2
+  // 1.3-2x slower, np4 16 KiB 5x slower), so smaller all-gathers keep the board and the ring.
+  (void)nranks;
+  return 1 << 20;
+}
+
+bool useShmRead(OpKind kind, size_t bytes, int nranks, bool boardReads) {
+  const size_t min = shmReadMin(kind, nranks, param::shmReadBytes());
+  return boardReads && min > 0 && bytes >= min;
+}
+
+Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks, size_t boardBytes,
+                bool boardReads) {
   int f;
   switch (kind) {
     case OpKind::Broadcast: f = 0; break;
@@ -36,6 +57,7 @@ Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks,
   if (boardKind && allowed == kAlgoShmDirect) return Algo::ShmDirect;  // forced: any size, in board-sized chunks
   if (boardKind && bytes <= shmDirectLimit(kind, nranks, param::shmDirectBytes()) && (allowed & kAlgoShmDirect))
     return Algo::ShmDirect;
+  if (boardKind && useShmRead(kind, bytes, nranks, boardReads) && (allowed & kAlgoShmDirect)) return Algo::ShmDirect;
   allowed &= kAlgoRing | kAlgoTree;
   if (allowed == 0) allowed = kAlgoRing | kAlgoTree;  // only ShmDirect allowed, and it cannot run
   if (allowed == kAlgoRing) return Algo::Ring;

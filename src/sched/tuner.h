@@ -16,10 +16,17 @@ enum class Algo { Ring, Tree, ShmDirect };
 // Picks the algorithm for an op of `bytes` per rank on a communicator of n ranks.
 // `boardBytes`: the slot size of the communicator's shared-memory board (0: none, e.g. ranks
 // on several hosts or NCCL_SHM_DISABLE=1); ShmDirect runs any size through it in chunks.
-Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks, size_t boardBytes = 0);
+// `boardReads`: the board can read every rank's input in place (Board::peersReadable).
+Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks, size_t boardBytes = 0,
+                bool boardReads = false);
 const char* algoName(Algo a);
 // Largest per-rank input the tuner gives ShmDirect for an all-reduce or all-gather on n ranks
 // (0 for other ops). `overrideBytes` >= 0 (ACCL_SHM_DIRECT_BYTES) replaces the measured table.
 size_t shmDirectLimit(OpKind kind, int nranks, int64_t overrideBytes);
+// Smallest per-rank input from which ShmDirect reads an all-gather's inputs in place (0: never;
+// other ops: 0). `overrideBytes` >= 0 (ACCL_SHM_READ_BYTES) replaces the measured table.
+size_t shmReadMin(OpKind kind, int nranks, int64_t overrideBytes);
+// Whether a ShmDirect op of `bytes` per rank reads its inputs in place (board that can).
+bool useShmRead(OpKind kind, size_t bytes, int nranks, bool boardReads);
 
 }  // namespace accl

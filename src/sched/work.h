@@ -51,6 +51,7 @@ class Lane {
   StepState settle(dev::Backend& backend, const InFlight& f);
   void finish(const InFlight& f);
   ncclResult_t runBoardStep(Comm& comm, StepState* state);  // lane_board.cc
+  ncclResult_t runBoardReadStep(Comm& comm, StepState* state);  // lane_board_read.cc
   bool alignSend(SendChannel* ch);
   bool alignRecv(RecvChannel* ch);
 
@@ -68,6 +69,7 @@ class Lane {
   InFlight inFlight_;
   uint64_t boardSeq_ = 0;  // board steps: the sequence number posted (0: not posted yet)
   int boardNext_ = 0;      // board steps: the next rank whose post to consume
+  bool boardRead_ = false; // in-place read steps: every input read, this rank's readDone published
 };
 
 struct CommWork {

@@ -109,6 +109,26 @@ INSTANTIATE_TEST_SUITE_P(, ForcedAlgorithmMatrixOnThreads,
                                   (std::get<2>(info.param) ? "OverSockets" : "OverSharedMemory");
                          });
 
+// All-gathers read in place from the other ranks' buffers (ACCL_SHM_READ_BYTES=1), ranks as
+// threads of one process: the reads are plain copies there.
+class AllGatherReadInPlaceOnThreads : public testing::TestWithParam<int> {};
+
+TEST_P(AllGatherReadInPlaceOnThreads, EveryCaseMatchesTheReference) {
+  MatrixScope scope;
+  scope.onlyAllGather = true;
+  scope.big = true;
+  if (const ChildRole* role = childRole()) {
+    std::vector<std::string> messages = runMatrixOnThreads(role->nranks, scope);
+    EXPECT_TRUE(messages.empty()) << joined(messages);
+    return;
+  }
+  ChildResult result = runChildProcesses(1, false, GetParam(), {"ACCL_SHM_READ_BYTES=1"}, 580);
+  EXPECT_TRUE(result.ok) << result.report;
+}
+
+INSTANTIATE_TEST_SUITE_P(, AllGatherReadInPlaceOnThreads, testing::Values(2, 3, 8),
+                         [](const testing::TestParamInfo<int>& info) { return ranksName(info.param); });
+
 // ShmDirect (the shared-memory board) forced: all-reduces of every size run on it, in chunks of
 // its capacity; without shared memory it cannot run.
 INSTANTIATE_TEST_SUITE_P(ShmDirect, ForcedAlgorithmMatrixOnThreads,

@@ -587,7 +587,9 @@ std::vector<MatrixCase> buildMatrix(int nranks, const MatrixScope& scope) {
     cases.push_back(c);
   };
   std::vector<Coll> colls = {Coll::AllReduce, Coll::Broadcast, Coll::Bcast, Coll::Reduce};
-  if (!scope.onlyAllReduceBroadcastReduce) {
+  if (scope.onlyAllGather) {
+    colls = {Coll::AllGather};
+  } else if (!scope.onlyAllReduceBroadcastReduce) {
     colls.insert(colls.end(), {Coll::AllGather, Coll::ReduceScatter, Coll::AlltoAll, Coll::Gather, Coll::Scatter,
                                Coll::SendRecvRing, Coll::SendRecvAllPairs});
   }

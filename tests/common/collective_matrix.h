@@ -49,6 +49,7 @@ struct MatrixCase {
 
 struct MatrixScope {
   bool onlyAllReduceBroadcastReduce = false;  // the forced-algorithm variants
+  bool onlyAllGather = false;                 // variants that change only the all-gather
   bool fullOps = false;                       // every op at the prime count, all roots everywhere
   bool big = false;                           // include the 16 MiB tier
   // Self-check of the checker: flip a high bit of one output element per case after the call;

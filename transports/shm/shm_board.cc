@@ -1,6 +1,7 @@
 #include "transports/shm/shm_board.h"
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <cerrno>
 #include <cstring>
@@ -11,10 +12,11 @@ namespace accl {
 namespace {
 
 // Layout: the owner's doorbell (one cache line), its departed flag (one cache line, written
-// once), then slot 0 and slot 1.
+// once), its read-done sequence (one cache line), then slot 0 and slot 1.
 constexpr size_t kBellBytes = 64;
 constexpr size_t kDepartedOffset = kBellBytes;
-constexpr size_t kSlotsOffset = kDepartedOffset + 64;
+constexpr size_t kReadDoneOffset = kDepartedOffset + 64;
+constexpr size_t kSlotsOffset = kReadDoneOffset + 64;
 static_assert(sizeof(Doorbell) <= kBellBytes);
 size_t segmentBytes(size_t slotBytes) { return kSlotsOffset + 2 * boardSlotStride(slotBytes); }
 
@@ -22,7 +24,17 @@ struct Where {
   int32_t pid;
   int32_t fd;  // -1: this rank has no board
   uint64_t nonce;
+  uint64_t probe;  // address of a known word (the nonce) in this rank's process, for peers to read
 };
+
+// Whether this process may read rank `pid`'s memory with process_vm_readv (same user, no
+// ptrace restriction, syscall not filtered): tried once on a word whose value we know.
+bool canReadProcess(int32_t pid, uint64_t addr, uint64_t expect) {
+  uint64_t got = 0;
+  iovec local{&got, sizeof(got)};
+  iovec remote{reinterpret_cast<void*>(addr), sizeof(got)};
+  return process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof(got)) && got == expect;
+}
 
 void* mapFd(int fd, size_t bytes) {
   // Pre-faulted: first touch is expensive on these machines; pay it at init, not per op.
@@ -55,7 +67,9 @@ ncclResult_t ShmBoard::create(Bootstrap& bs, int rank, int nranks, uint64_t nonc
   b->maps_.resize(nranks);
   const size_t bytes = segmentBytes(slotBytes);
   std::vector<Where> where(nranks);
-  where[rank] = {static_cast<int32_t>(getpid()), -1, nonce};
+  // The probe word lives as long as this call: every peer reads it before the second all-gather.
+  const uint64_t probeWord = nonce;
+  where[rank] = {static_cast<int32_t>(getpid()), -1, nonce, reinterpret_cast<uint64_t>(&probeWord)};
   b->fd_ = memfd_create("accl-board", MFD_CLOEXEC);
   if (b->fd_ >= 0 && ftruncate(b->fd_, static_cast<off_t>(bytes)) == 0) {
     auto m = std::make_unique<Mapping>();
@@ -64,6 +78,7 @@ ncclResult_t ShmBoard::create(Bootstrap& bs, int rank, int nranks, uint64_t nonc
     if (m->base) {
       new (m->base) Doorbell();
       new (m->at(kDepartedOffset)) std::atomic<uint32_t>(0);
+      new (m->at(kReadDoneOffset)) std::atomic<uint64_t>(0);
       b->maps_[rank] = std::move(m);
       where[rank].fd = b->fd_;
     }
@@ -71,6 +86,13 @@ ncclResult_t ShmBoard::create(Bootstrap& bs, int rank, int nranks, uint64_t nonc
   if (where[rank].fd < 0) WARN("rank %d: no ShmDirect board (%s); small collectives use the rings", rank, strerror(errno));
   NCCLCHECK(bs.allGather(where.data(), sizeof(Where)));
   int ok = 1;
+  int readable = 1;
+  for (int p = 0; p < nranks; p++)
+    if (p != rank && readable && !canReadProcess(where[p].pid, where[p].probe, where[p].nonce)) {
+      INFO(kSubsysShm, "rank %d: cannot read rank %d's memory (process_vm_readv: %s); ShmDirect copies through the board",
+           rank, p, strerror(errno));
+      readable = 0;
+    }
   for (int p = 0; p < nranks && ok; p++) {
     if (p == rank) continue;
     if (where[p].fd < 0 || where[p].nonce != nonce) {
@@ -93,11 +115,17 @@ ncclResult_t ShmBoard::create(Bootstrap& bs, int rank, int nranks, uint64_t nonc
   if (where[rank].fd < 0) ok = 0;
   // Every rank must agree, or their tuners would choose differently.
   std::vector<int> oks(nranks);
-  oks[rank] = ok;
+  oks[rank] = ok | (readable << 1);
   NCCLCHECK(bs.allGather(oks.data(), sizeof(int)));
-  for (int v : oks) ok = ok && v;
+  for (int v : oks) {
+    ok = ok && (v & 1);
+    readable = readable && (v & 2);
+  }
   if (!ok) return ncclSuccess;
-  INFO(kSubsysShm, "rank %d: ShmDirect board of %zu-byte slots mapped for %d ranks", rank, slotBytes, nranks);
+  b->peersReadable_ = readable != 0;
+  for (const Where& w : where) b->pids_.push_back(w.pid);
+  INFO(kSubsysShm, "rank %d: ShmDirect board of %zu-byte slots mapped for %d ranks%s", rank, slotBytes, nranks,
+       readable ? ", peers' memory readable in place" : "");
   *out = std::move(b);
   return ncclSuccess;
 }
@@ -112,6 +140,9 @@ void ShmBoard::fill(Board* out) const {
     out->bells.push_back(static_cast<int>(p) == rank_ ? nullptr : reinterpret_cast<Doorbell*>(maps_[p]->at(0)));
   out->ownBell = reinterpret_cast<Doorbell*>(maps_[rank_]->at(0));
   for (auto& m : maps_) out->departed.push_back(reinterpret_cast<std::atomic<uint32_t>*>(m->at(kDepartedOffset)));
+  out->peersReadable = peersReadable_ && out->capacity >= sizeof(BoardAddressPost);
+  out->pids = pids_;
+  for (auto& m : maps_) out->readDone.push_back(reinterpret_cast<std::atomic<uint64_t>*>(m->at(kReadDoneOffset)));
 }
 
 }  // namespace accl

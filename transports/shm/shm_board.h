@@ -30,6 +30,8 @@ class ShmBoard {
   int fd_ = -1;
   size_t slotBytes_ = 0;
   int rank_ = 0;
+  bool peersReadable_ = false;  // every rank can read every other's memory (process_vm_readv)
+  std::vector<int32_t> pids_;   // index = rank
   std::vector<std::unique_ptr<Mapping>> maps_;  // index = rank
 };
 
