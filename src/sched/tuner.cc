@@ -25,13 +25,15 @@ size_t shmReadMin(OpKind kind, int nranks, int64_t overrideBytes) {
   // Measured side by side on 2 vCPUs, out-of-place, best-of-3 and median, interleaved, under the
   // normal scheduler and under chrt -f 1 (as perf/compare.py --realtime):
   //   for v in 0 1: ACCL_SHM_READ_BYTES=$v [chrt -f 1] accl-run -np N all_gather_perf -b S -e S -c 0 -y 1
-  // Reading in place against the default (ring / board), best of 3:
-  //   np2, 1 MiB per rank: 4.8x under chrt, 0.93x without; 4 MiB: 1.9x and 1.9x;
-  //   np4, 1 MiB per rank: 2.4x under chrt, 1.4x (best; 2.7x median) without.
-  // Below 1 MiB it won only under chrt (np2 32-512 KiB: 2.7-4.6x) and lost without it (np2
-  // 1.3-2x slower, np4 16 KiB 5x slower), so smaller all-gathers keep the board and the ring.
+  // Reading in place against the default (ring / board), best of 3, flips with the machine's
+  // state. In one state (16:00-16:05 on a shared machine) it won under chrt from 32 KiB per rank
+  // (np2 2.7-4.8x, np4 2.4x at 1 MiB) and from 1 MiB without (np2 0.93-1.9x, np4 1.4x); twenty
+  // minutes later the ring had got 4x faster and beat it at every size, with chrt or without
+  // (np2 1-16 MiB per rank: ring 1.2-1.6x faster; np4 1-4 MiB: ring 1.1-1.4x under chrt, mixed
+  // without). Not a robust win here, so the tuner never picks it; ACCL_SHM_READ_BYTES opts in
+  // (to be measured on machines with real cores, where OpenMPI uses the same mechanism).
   (void)nranks;
-  return 1 << 20;
+  return 0;
 }
 
 bool useShmRead(OpKind kind, size_t bytes, int nranks, bool boardReads) {

@@ -99,23 +99,15 @@ TEST(Tuner, ShmDirectLimitsFollowTheMeasuredCrossoversByOpAndRankCount) {
   EXPECT_EQ(chooseAlgo(p, OpKind::AllGather, 1 << 20, 8, 4096), Algo::Ring);
 }
 
-TEST(Tuner, LargeAllGathersReadInputsInPlaceWhenEveryRankCanBeRead) {
-  EXPECT_EQ(shmReadMin(OpKind::AllGather, 2, -1), size_t{1} << 20);
-  EXPECT_EQ(shmReadMin(OpKind::AllGather, 8, -1), size_t{1} << 20);
-  EXPECT_EQ(shmReadMin(OpKind::AllGather, 2, 4096), 4096u);  // ACCL_SHM_READ_BYTES replaces it
-  EXPECT_EQ(shmReadMin(OpKind::AllReduce, 2, 4096), 0u);     // all-gathers only
+// In-place reads (ACCL_SHM_READ_BYTES) are opt-in: the tuner's table never picks them.
+TEST(Tuner, AllGathersReadInputsInPlaceOnlyWhenAskedAndEveryRankCanBeRead) {
+  EXPECT_EQ(shmReadMin(OpKind::AllGather, 2, -1), 0u);
+  EXPECT_EQ(shmReadMin(OpKind::AllGather, 8, -1), 0u);
+  EXPECT_EQ(shmReadMin(OpKind::AllGather, 2, 1 << 20), size_t{1} << 20);  // ACCL_SHM_READ_BYTES
+  EXPECT_EQ(shmReadMin(OpKind::AllReduce, 2, 4096), 0u);                  // all-gathers only
   AlgoPolicy p;
-  EXPECT_EQ(chooseAlgo(p, OpKind::AllGather, 1 << 20, 2, 4096, true), Algo::ShmDirect);
-  EXPECT_EQ(chooseAlgo(p, OpKind::AllGather, 1 << 20, 8, 4096, true), Algo::ShmDirect);
-  EXPECT_EQ(chooseAlgo(p, OpKind::AllGather, (1 << 20) - 4, 2, 4096, true), Algo::Ring);  // below: the ring
-  EXPECT_EQ(chooseAlgo(p, OpKind::AllGather, 1 << 20, 2, 4096, false), Algo::Ring);  // peers not readable
-  EXPECT_EQ(chooseAlgo(p, OpKind::AllGather, 1 << 20, 2, 0, true), Algo::Ring);      // no board
-  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 1 << 20, 2, 4096, true), Algo::Ring);
-  ASSERT_EQ(parseAlgoPolicy("Ring", &p), ncclSuccess);  // NCCL_ALGO still decides
-  EXPECT_EQ(chooseAlgo(p, OpKind::AllGather, 1 << 20, 2, 4096, true), Algo::Ring);
-  EXPECT_TRUE(useShmRead(OpKind::AllGather, 1 << 20, 2, true));
-  EXPECT_FALSE(useShmRead(OpKind::AllGather, 1 << 20, 2, false));
-  EXPECT_FALSE(useShmRead(OpKind::AllGather, 4096, 2, true));
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllGather, 1 << 20, 2, 4096, true), Algo::Ring);  // default: never
+  EXPECT_FALSE(useShmRead(OpKind::AllGather, 1 << 20, 2, true));
 }
 
 }  // namespace
