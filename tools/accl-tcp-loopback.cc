@@ -93,7 +93,20 @@ std::vector<double> run(int fd, bool leader, Test test, size_t bytes, int iters,
   char ack = 'a';
   for (int b = 0; b < batches; b++) {
     auto t0 = Clock::now();
-    for (int i = 0; i < iters; i++) {
+    if (test == Test::BidirThreads) {  // one sender thread per batch, next to the receiving one
+      bool sent = true;
+      std::thread sender([&] {
+        for (int i = 0; i < iters && sent; i++) sent = sendFull(fd, out.data(), bytes);
+      });
+      bool got = true;
+      for (int i = 0; i < iters && got; i++) got = recvFull(fd, in.data(), bytes, false);
+      sender.join();
+      if (!sent || !got) {
+        std::fprintf(stderr, "accl-tcp-loopback: connection failed: %s\n", std::strerror(errno));
+        std::exit(1);
+      }
+    }
+    for (int i = 0; i < iters && test != Test::BidirThreads; i++) {
       bool ok = true;
       switch (test) {
         case Test::PingPong:
@@ -111,14 +124,8 @@ std::vector<double> run(int fd, bool leader, Test test, size_t bytes, int iters,
         case Test::Bidir:
           ok = exchangeFull(fd, out.data(), in.data(), bytes);
           break;
-        case Test::BidirThreads: {
-          bool sent = false;
-          std::thread sender([&] { sent = sendFull(fd, out.data(), bytes); });
-          ok = recvFull(fd, in.data(), bytes, false);
-          sender.join();
-          ok = ok && sent;
-          break;
-        }
+        case Test::BidirThreads:
+          break;  // whole batch below
       }
       if (!ok) {
         std::fprintf(stderr, "accl-tcp-loopback: connection failed: %s\n", std::strerror(errno));
