@@ -48,12 +48,24 @@ std::string readFile(const std::string& path) {
 
 enum class Leave { Destroy, ArgumentErrorThenDestroy, ExitWithoutDestroy, DestroyWithoutAnyCall };
 
-[[noreturn]] void rankMain(Shared* sh, int rank, bool sockets, Leave how, const std::string& logPath) {
+// The collective the ranks run: an all-reduce, or an all-gather whose inputs are read in place
+// from the peers' processes (ACCL_SHM_READ_BYTES=1), which waits on peers twice per call.
+enum class Call { AllReduce, AllGatherReadInPlace };
+
+ncclResult_t collective(Call call, std::vector<float>& buf, std::vector<float>& out, ncclComm_t comm) {
+  if (call == Call::AllGatherReadInPlace)
+    return ncclAllGather(buf.data(), out.data(), buf.size(), ncclFloat, comm, nullptr);
+  return ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr);
+}
+
+[[noreturn]] void rankMain(Shared* sh, int rank, bool sockets, Leave how, const std::string& logPath,
+                           Call call) {
   alarm(30);  // a rank that hangs dies instead of hanging the test (and the test fails)
   setenv("NCCL_DEBUG", "WARN", 1);
   setenv("NCCL_DEBUG_FILE", logPath.c_str(), 1);
   unsetenv("ACCL_TIMEOUT");
   if (sockets) setenv("NCCL_SHM_DISABLE", "1", 1);
+  if (call == Call::AllGatherReadInPlace) setenv("ACCL_SHM_READ_BYTES", "1", 1);
   ncclResetDebugInit();
   if (rank == 0) {
     if (ncclGetUniqueId(&sh->id) != ncclSuccess) _exit(11);
@@ -63,10 +75,9 @@ enum class Leave { Destroy, ArgumentErrorThenDestroy, ExitWithoutDestroy, Destro
   ncclComm_t comm;
   if (ncclCommInitRank(&comm, kRanks, sh->id, rank) != ncclSuccess) _exit(12);
   std::vector<float> buf(1 << 12, 1.0f);
+  std::vector<float> out(buf.size() * kRanks);
   // DestroyWithoutAnyCall: the leaver never joins a collective, so it never connects to anyone.
-  if (how != Leave::DestroyWithoutAnyCall &&
-      ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr) != ncclSuccess)
-    _exit(13);
+  if (how != Leave::DestroyWithoutAnyCall && collective(call, buf, out, comm) != ncclSuccess) _exit(13);
   if (rank == kLeaver) {
     usleep(200 * 1000);  // the others are inside the second all-reduce by now
     if (how == Leave::ArgumentErrorThenDestroy) {
@@ -79,13 +90,13 @@ enum class Leave { Destroy, ArgumentErrorThenDestroy, ExitWithoutDestroy, Destro
     sleep(3);  // still alive: the others must not need our exit to notice
     _exit(0);
   }
-  sh->result[rank] = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr);
+  sh->result[rank] = collective(call, buf, out, comm);
   sh->returnedAtNs[rank] = nowNs();
   ncclCommAbort(comm);
   _exit(0);
 }
 
-void runScenario(bool sockets, Leave how) {
+void runScenario(bool sockets, Leave how, Call call = Call::AllReduce) {
   auto* sh = static_cast<Shared*>(
       mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(sh, MAP_FAILED);
@@ -97,7 +108,7 @@ void runScenario(bool sockets, Leave how) {
   for (int r = 0; r < kRanks; r++) {
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
-    if (pid == 0) rankMain(sh, r, sockets, how, base + "." + std::to_string(r) + ".log");
+    if (pid == 0) rankMain(sh, r, sockets, how, base + "." + std::to_string(r) + ".log", call);
     pids.push_back(pid);
   }
   for (int r = 0; r < kRanks; r++) {
@@ -114,7 +125,7 @@ void runScenario(bool sockets, Leave how) {
     if (r == kLeaver) continue;
     EXPECT_EQ(sh->result[r], ncclRemoteError) << "rank " << r << "\n" << log;
     double ms = (sh->returnedAtNs[r] - sh->destroyedAtNs.load()) / 1e6;
-    printf("rank %d: all-reduce failed %.1f ms after rank %d left (ncclCommDestroy or exit)\n", r, ms, kLeaver);
+    printf("rank %d: the call failed %.1f ms after rank %d left (ncclCommDestroy or exit)\n", r, ms, kLeaver);
     // 300 ms is the goal (one peer-check period); the slack is for a loaded 2-core machine.
     EXPECT_LT(ms, 2000) << "rank " << r;
     EXPECT_NE(log.find("rank 1 (host "), std::string::npos) << "rank " << r << "'s log does not name rank 1:\n" << log;
@@ -136,6 +147,12 @@ TEST(PeerDestroy, ARankThatDestroysBeforeItsFirstCallIsSeenAsGonePromptly) {
 }
 TEST(PeerDestroy, ARankThatExitsWithoutDestroyingIsSeenAsGonePromptly) {
   runScenario(false, Leave::ExitWithoutDestroy);
+}
+TEST(PeerDestroy, OthersFailPromptlyNamingTheRankThatDestroyedMidAllGatherReadingInPlace) {
+  runScenario(false, Leave::Destroy, Call::AllGatherReadInPlace);
+}
+TEST(PeerDestroy, ARankThatDestroysBeforeItsFirstAllGatherReadingInPlaceIsSeenAsGonePromptly) {
+  runScenario(false, Leave::DestroyWithoutAnyCall, Call::AllGatherReadInPlace);
 }
 
 }  // namespace
