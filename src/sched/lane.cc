@@ -197,6 +197,11 @@ ncclResult_t Lane::advance(Comm& comm, const dev::StreamRef& stream, bool* progr
       boardSeq_ = 0;
       boardNext_ = 0;
       boardRead_ = false;
+      if (resumeSeq_ != 0 && (cur_.kind == Step::Kind::BoardReduce || cur_.kind == Step::Kind::BoardGather)) {
+        boardSeq_ = resumeSeq_;
+        boardNext_ = resumeNext_;
+        resumeSeq_ = 0;
+      }
     }
     StepState state;
     NCCLCHECK(runStep(comm, stream, &state));

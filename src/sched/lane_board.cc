@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include "base/check.h"
+#include "sched/board_consume.h"
 #include "sched/work.h"
 
 namespace accl {
@@ -27,44 +28,37 @@ ncclResult_t Lane::runBoardStep(Comm& comm, StepState* state) {
   while (done_ < s.bytes) {
     const size_t len = std::min(chunk, s.bytes - done_);
     if (boardSeq_ == 0) {
-      boardSeq_ = ++board.posted;
-      BoardSlot* mine = board.slots[boardSeq_ & 1][comm.rank];
-      std::memcpy(mine->data(), s.src + done_, len);
-      mine->seq.store(boardSeq_, std::memory_order_release);
-      for (Doorbell* bell : board.bells)
-        if (bell) ringDoorbell(bell);
+      boardSeq_ = postOnBoard(board, comm.rank, s.src + done_, len);
       boardNext_ = 0;
       moved = true;
     }
-    while (boardNext_ < n) {
-      BoardSlot* slot = board.slots[boardSeq_ & 1][boardNext_];
-      if (slot->seq.load(std::memory_order_acquire) != boardSeq_) {
-        waitRecv_ = boardNext_;
-        // A peer that died never posts: its closed connection (if made; Comm::fail closes them
-        // all) ends the wait, else the executor's peer checks do.
-        if (PeerConnection* conn = boardNext_ == comm.rank ? nullptr : comm.conns[boardNext_].get()) {
-          const void* buf;
-          size_t avail;
-          NCCLCHECK(conn->recv()->peek(&buf, &avail));
-        }
-        if (board.hasDeparted(boardNext_)) {
-          WARN("rank %d: ShmDirect: %s destroyed its communicator (ncclCommDestroy) while this rank waits for its "
-               "input (it never made this call, or left it early)",
-               comm.rank, comm.describePeer(boardNext_).c_str());
-          return ncclRemoteError;
-        }
-        if (moved) *state = StepState::Moved;
-        return ncclSuccess;
+    BoardFold fold;
+    fold.gather = s.kind == Step::Kind::BoardGather;
+    fold.type = s.type;
+    fold.op = s.op;
+    fold.dst = s.dst + done_;
+    fold.stride = s.bytes;
+    fold.len = len;
+    const int before = boardNext_;
+    const bool all = consumeBoardPosts(board, boardSeq_, n, fold, &boardNext_);
+    moved = moved || boardNext_ != before;
+    if (!all) {
+      waitRecv_ = boardNext_;
+      // A peer that died never posts: its closed connection (if made; Comm::fail closes them
+      // all) ends the wait, else the executor's peer checks do.
+      if (PeerConnection* conn = boardNext_ == comm.rank ? nullptr : comm.conns[boardNext_].get()) {
+        const void* buf;
+        size_t avail;
+        NCCLCHECK(conn->recv()->peek(&buf, &avail));
       }
-      if (s.kind == Step::Kind::BoardGather) {
-        std::memcpy(s.dst + boardNext_ * s.bytes + done_, slot->data(), len);
-      } else if (boardNext_ == 1) {
-        dev::reduce2(s.type, s.op, s.dst + done_, board.slots[boardSeq_ & 1][0]->data(), slot->data(), len / esize);
-      } else if (boardNext_ > 1) {
-        dev::reduce2(s.type, s.op, s.dst + done_, s.dst + done_, slot->data(), len / esize);
+      if (board.hasDeparted(boardNext_)) {
+        WARN("rank %d: ShmDirect: %s destroyed its communicator (ncclCommDestroy) while this rank waits for its "
+             "input (it never made this call, or left it early)",
+             comm.rank, comm.describePeer(boardNext_).c_str());
+        return ncclRemoteError;
       }
-      boardNext_++;
-      moved = true;
+      if (moved) *state = StepState::Moved;
+      return ncclSuccess;
     }
     done_ += len;
     boardSeq_ = 0;  // the next chunk is a new board operation

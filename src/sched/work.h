@@ -26,6 +26,12 @@ class Lane {
   // with comm.backend. *progressed is set when anything moved.
   ncclResult_t advance(Comm& comm, const dev::StreamRef& stream, bool* progressed);
   bool finished() const { return finished_; }
+  // The direct path (board_fast_path.h) began this lane's first board step: it posted board
+  // operation `seq` and took the posts of ranks below `next`; the step carries on from there.
+  void resumeBoardStep(uint64_t seq, int next) {
+    resumeSeq_ = seq;
+    resumeNext_ = next;
+  }
   // For hang reports: the step this lane waits on, how far it got, and for whom it waits
   // (-1 when not waiting on that direction).
   const Step* current() const { return hasCur_ ? &cur_ : nullptr; }
@@ -70,6 +76,8 @@ class Lane {
   uint64_t boardSeq_ = 0;  // board steps: the sequence number posted (0: not posted yet)
   int boardNext_ = 0;      // board steps: the next rank whose post to consume
   bool boardRead_ = false; // in-place read steps: every input read, this rank's readDone published
+  uint64_t resumeSeq_ = 0;  // resumeBoardStep(): where the first board step starts (0: afresh)
+  int resumeNext_ = 0;
 };
 
 struct CommWork {
