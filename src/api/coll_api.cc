@@ -4,6 +4,7 @@
 #include <cstring>
 #include "api/api.h"
 #include "base/check.h"
+#include "sched/board_fast_path.h"
 #include "sched/group.h"
 
 using namespace accl;
@@ -175,6 +176,8 @@ ncclResult_t record(const Call& c) {
   op->sendbuff = c.sendbuff;
   op->recvbuff = c.recvbuff;
   op->comm = std::move(comm);
+  ncclResult_t direct;
+  if (runOnBoardDirectly(*op, &direct)) return direct;
   return enqueueOp(std::move(op));
 }
 

@@ -16,14 +16,6 @@ struct GroupState {
 };
 thread_local GroupState tGroup;
 
-// Moves a stream worker onto `cpus` when it is not there already (one syscall per change).
-void placeStreamWorker(const topo::CpuMask& cpus) {
-  thread_local topo::CpuMask placed;
-  if (cpus.empty() || cpus == placed) return;
-  cpus.applyToCurrentThread();
-  placed = cpus;
-}
-
 ncclResult_t runInits(std::vector<std::function<ncclResult_t()>> inits) {
   if (inits.empty()) return ncclSuccess;
   if (inits.size() == 1) return inits[0]();
@@ -211,6 +203,13 @@ ncclResult_t flush() {
 }
 
 }  // namespace
+
+void placeStreamWorker(const topo::CpuMask& cpus) {
+  thread_local topo::CpuMask placed;
+  if (cpus.empty() || cpus == placed) return;
+  cpus.applyToCurrentThread();
+  placed = cpus;
+}
 
 bool inGroup() { return tGroup.depth > 0; }
 

@@ -16,5 +16,7 @@ bool inGroup();
 ncclResult_t enqueueOp(std::unique_ptr<OpDesc> op);
 // Runs `init` now, or at the outermost group end (concurrently with the group's other inits).
 ncclResult_t deferInit(std::function<ncclResult_t()> init);
+// Moves a stream worker onto `cpus` when it is not there already (one syscall per change).
+void placeStreamWorker(const topo::CpuMask& cpus);
 
 }  // namespace accl

@@ -1,0 +1,189 @@
+#include "sched/board_fast_path.h"
+#include <sched.h>
+#include <unistd.h>
+#include <chrono>
+#include "base/check.h"
+#include "base/param.h"
+#include "base/trace.h"
+#include "sched/board_consume.h"
+#include "sched/group.h"
+#include "sched/planner.h"
+#include "sched/tuner.h"
+#include "sched/work.h"
+
+namespace accl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// Measured at np2 on 2 vCPUs: 4..64 pauses between yields all give the best time on an idle
+// machine (a yield on every check: +0.1..0.2 us); 16 also kept a loaded machine near its best.
+constexpr unsigned kPausesPerYield = 16;
+
+int onlineCores() {
+  static const int n = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  return n > 0 ? n : 1;
+}
+
+bool qualifies(const OpDesc& op, const Comm& c, size_t bytes) {
+  static const bool enabled = param::boardDirect() != 0 && param::checkMismatch() == 0;
+  if (!enabled || inGroup()) return false;
+  if (op.stream.kind != dev::StreamKind::Caller && op.stream.kind != dev::StreamKind::Host) return false;
+  if ((op.kind != OpKind::AllReduce && op.kind != OpKind::AllGather) || op.preMul || c.nranks < 2) return false;
+  if (!c.board.available(bytes) || bytes == 0 || !c.backend->hostBuffers() || traceEnabled()) return false;
+  if (c.abortFlag.load(std::memory_order_relaxed) || c.revoked.load(std::memory_order_relaxed) ||
+      c.asyncError.load(std::memory_order_relaxed) != ncclSuccess)
+    return false;  // the executor reports why the op cannot run
+  // The same choice as the planner's (sched/planner.cc), in-place reads excepted: those need
+  // the executor's second synchronisation.
+  return chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks, c.board.capacity, c.board.peersReadable) ==
+             Algo::ShmDirect &&
+         !useShmRead(op.kind, bytes, c.nranks, c.board.peersReadable);
+}
+
+// How long a call waits here before handing over: pause-spin (with a yield every few pauses,
+// which hands the core to a peer that shares it) while the peers have cores of their own,
+// then yield; the executor then keeps yielding a while and finally sleeps on the doorbell.
+struct WaitBudget {
+  int64_t spinUsec;
+  int64_t totalUsec;
+};
+WaitBudget waitBudget(const Comm& c) {
+  const bool oversubscribed = c.localRankCount() > onlineCores();
+  int64_t spin = param::directSpinUsec();
+  if (spin < 0) spin = oversubscribed ? 0 : 10;
+  int64_t yield = param::yieldUsec();
+  if (yield < 0) yield = oversubscribed ? 200 : 50;
+  return {spin, spin + yield};
+}
+
+// One direct call. run() posts once it is the communicator's turn, folds the posts as they
+// appear, and after its wait budget hands what is left to the executor.
+class BoardDirectOp {
+ public:
+  BoardDirectOp(const OpDesc& op, uint64_t ticket) : op_(op), ticket_(ticket) {}
+
+  // Until done, or until it waited budgetUsec (>= 0; -1: no limit) for peers: *done false
+  // then, and a later call carries on.
+  ncclResult_t run(int64_t budgetUsec, bool* done) {
+    if (handed_.empty()) {
+      Comm& c = *op_.comm;
+      // Another thread's work on this communicator still runs (host streams take their
+      // ticket when queued): let the executor wait for it, as it would for a planned op.
+      if (seq_ == 0 && c.doneTicket.load(std::memory_order_acquire) != ticket_) return handOver(budgetUsec, done);
+      if (seq_ == 0) {
+        c.inFlight.fetch_add(1);
+        seq_ = postOnBoard(c.board, c.rank, op_.sendbuff, fold().len);
+      }
+      if (waitForPosts(c, budgetUsec)) {
+        finish(c);
+        *done = true;
+        return ncclSuccess;
+      }
+      c.inFlight.fetch_sub(1);  // the executor counts the op again while it runs it
+    }
+    return handOver(budgetUsec, done);
+  }
+
+ private:
+  BoardFold fold() const {
+    BoardFold f;
+    f.gather = op_.kind == OpKind::AllGather;
+    f.type = op_.type;
+    f.op = op_.red;
+    f.dst = static_cast<char*>(op_.recvbuff);
+    f.stride = f.len = op_.count * dev::typeSize(op_.type);
+    return f;
+  }
+
+  // Folds posts until all are in (true) or the wait budget is spent.
+  bool waitForPosts(Comm& c, int64_t budgetUsec) {
+    const BoardFold f = fold();
+    if (consumeBoardPosts(c.board, seq_, c.nranks, f, &next_)) return true;
+    WaitBudget budget = waitBudget(c);
+    if (budgetUsec >= 0) budget.totalUsec = std::min(budget.totalUsec, budgetUsec);
+    const Clock::time_point start = Clock::now();
+    int64_t waited = 0;
+    for (unsigned spins = 1;; spins++) {
+      if ((spins & 63) == 0) {
+        waited = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+        if (waited >= budget.totalUsec || c.abortFlag.load(std::memory_order_relaxed) || c.board.hasDeparted(next_))
+          return false;
+      }
+      if (waited >= budget.spinUsec || spins % kPausesPerYield == 0) {
+        sched_yield();
+      } else {
+        __builtin_ia32_pause();
+      }
+      if (consumeBoardPosts(c.board, seq_, c.nranks, f, &next_)) return true;
+    }
+  }
+
+  void finish(Comm& c) {
+    const BoardFold f = fold();
+    if (op_.avg && !f.gather) dev::divide(op_.type, f.dst, f.dst, c.nranks, op_.count);
+    c.inFlight.fetch_sub(1);
+    c.doneTicket.store(ticket_ + 1, std::memory_order_release);
+    ringDoorbell(c.bell());  // a work of another thread may wait for this ticket
+  }
+
+  // The executor finishes the op: planned as usual, its board step resumed where this left
+  // it (afresh when nothing was posted yet).
+  ncclResult_t handOver(int64_t budgetUsec, bool* done) {
+    if (handed_.empty()) {
+      std::vector<std::unique_ptr<OpDesc>> ops;
+      ops.push_back(std::make_unique<OpDesc>(op_));
+      std::unique_ptr<CommWork> w;
+      ncclResult_t res = planWork(std::move(ops), &w);
+      if (res != ncclSuccess) {
+        // Not expected for an op that qualified (no scratch, no p2p). Fail the communicator
+        // so that peers waiting on this rank do not hang silently, and free its ticket.
+        op_.comm->fail(res, -1);
+        op_.comm->doneTicket.store(ticket_ + 1, std::memory_order_release);
+        *done = true;
+        return res;
+      }
+      w->ticket = ticket_;
+      INFO(kSubsysColl, "rank %d: %s of %zu bytes handed to the executor (%s)", op_.comm->rank, opKindName(op_.kind),
+           fold().len, seq_ == 0 ? "the communicator was busy" : "waiting for a late rank");
+      if (seq_ != 0)
+        for (auto& phase : w->phases)
+          for (Lane& lane : phase) lane.resumeBoardStep(seq_, next_);
+      handed_.push_back(std::move(w));
+    }
+    return executeWorksFor(handed_, budgetUsec, done);
+  }
+
+  OpDesc op_;
+  uint64_t ticket_;
+  uint64_t seq_ = 0;  // the board operation posted (0: not yet)
+  int next_ = 0;      // the next rank whose post to fold
+  std::vector<std::unique_ptr<CommWork>> handed_;
+};
+
+}  // namespace
+
+bool runOnBoardDirectly(const OpDesc& op, ncclResult_t* res) {
+  Comm& c = *op.comm;
+  if (!qualifies(op, c, op.count * dev::typeSize(op.type))) return false;
+  if (op.stream.kind == dev::StreamKind::Caller) {
+    // Only on an idle communicator: the op takes the next ticket and runs at once, so issue
+    // order is kept (a work queued by another thread meanwhile waits for this ticket).
+    uint64_t ticket = c.doneTicket.load(std::memory_order_acquire);
+    if (!c.issueTicket.compare_exchange_strong(ticket, ticket + 1, std::memory_order_acq_rel)) return false;
+    BoardDirectOp direct(op, ticket);
+    bool done = false;
+    *res = direct.run(-1, &done);
+    return true;
+  }
+  // A host stream: queued in issue order like any op (its ticket taken now); the stream
+  // starts it on this thread when idle and its worker finishes what is left.
+  auto direct = std::make_shared<BoardDirectOp>(op, c.issueTicket.fetch_add(1));
+  topo::CpuMask cpus = c.helperCpus;
+  *res = c.backend->enqueueResumable(op.stream, [direct, cpus](int64_t budgetUsec, bool* done) {
+    if (budgetUsec < 0) placeStreamWorker(cpus);  // on the stream's thread, not the caller's
+    return direct->run(budgetUsec, done);
+  });
+  return true;
+}
+
+}  // namespace accl
