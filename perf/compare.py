@@ -55,8 +55,12 @@ def iterations(nbytes, scale):
     return iters, max(1, iters // 10)
 
 
+LAUNCH_PREFIX = []  # ["chrt", "-f", "1"] with --realtime
+
+
 def run(cmd, timeout, env=None):
     """Runs cmd; returns stdout, or None with a message on stderr when it failed."""
+    cmd = LAUNCH_PREFIX + cmd
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -147,6 +151,8 @@ def summarize(samples, a):
 
 
 def print_tables(rows, a):
+    if a.realtime:
+        print("# every launch ran under chrt -f 1 (SCHED_FIFO): other load on this machine could not take its cores")
     print(f"# ACCL vs OpenMPI vs Gloo, float32 sum, ACCL on the {a.stream.upper()} stream, best-of-{a.reps} "
           f"(Gloo best-of-{a.gloo_reps}) / median. x = other's time / ACCL's (>1: ACCL faster).")
     head = (f"{'size':>6} | {'ACCL us':>18} {'busbw':>6} {'in-pl/oop':>9} | {'OpenMPI us':>18} {'busbw':>6} | "
@@ -210,6 +216,9 @@ def main():
     ap.add_argument("--iter-scale", type=float, default=1.0, help="multiplies the iterations per size")
     ap.add_argument("--gloo-budget", type=float, default=0.2, help="seconds Gloo times each size")
     ap.add_argument("--stream", choices=["null", "host"], default="null", help="ACCL's stream (-y 1 / -y 0)")
+    ap.add_argument("--realtime", action="store_true",
+                    help="run every launch (ACCL, OpenMPI and Gloo alike) under `chrt -f 1`, so other load on a "
+                         "shared machine does not take the cores mid-measurement (needs root or CAP_SYS_NICE)")
     ap.add_argument("--no-mpi", action="store_true")
     ap.add_argument("--no-gloo", action="store_true")
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
@@ -219,6 +228,8 @@ def main():
     ap.add_argument("--json", default="compare.json")
     ap.add_argument("--plot", default="compare.png", help="PNG to write ('' for none)")
     a = ap.parse_args()
+    if a.realtime:
+        LAUNCH_PREFIX[:] = ["chrt", "-f", "1"]
     a.sizes = [parse_size(s) for s in a.sizes]
     a.bin_dir = os.path.join(a.build_dir, "perf")
     if not os.access(os.path.join(a.bin_dir, "accl-run"), os.X_OK):
@@ -277,7 +288,7 @@ def main():
     rows = summarize(samples, a)
     print_tables(rows, a)
     with open(a.json, "w") as f:
-        json.dump({"command": sys.argv, "stream": a.stream, "reps": a.reps, "gloo_reps": a.gloo_reps,
+        json.dump({"command": sys.argv, "stream": a.stream, "realtime": a.realtime, "reps": a.reps, "gloo_reps": a.gloo_reps,
                    "nproc": os.cpu_count(), "load_avg_at_end": os.getloadavg(), "rows": rows}, f, indent=1)
     print(f"# compare: samples written to {a.json} ({time.time() - started:.0f} s in all)")
     if a.plot:
