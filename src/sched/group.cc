@@ -4,6 +4,7 @@
 #include <vector>
 #include "base/check.h"
 #include "sched/planner.h"
+#include "sched/stream_claims.h"
 #include "sched/work.h"
 
 namespace accl {
@@ -71,6 +72,9 @@ bool peerless(const std::vector<std::unique_ptr<CommWork>>& works) {
 
 ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
   if (ops.empty()) return ncclSuccess;
+  // Before anything is planned: refuses ranks that would wait for each other on one stream.
+  std::vector<std::shared_ptr<StreamClaim>> claims;
+  NCCLCHECK(claimDeviceStreams(ops, &claims));
   // Split by communicator, keeping call order within each.
   std::vector<std::vector<std::unique_ptr<OpDesc>>> byComm;
   for (auto& op : ops) {
@@ -164,9 +168,14 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
       batch->ops = std::move(b.ops);
       // The backend's worker runs on the helper CPUs of the (first) communicator it works for.
       topo::CpuMask cpus = batch->planned.front()->comm->helperCpus;
-      NCCLCHECK(b.backend->enqueue(b.stream, [batch, cpus]() {
+      // The claim ends once the stream has reached the task and it ran (the first replay,
+      // for a captured one), or when the task is dropped.
+      std::shared_ptr<StreamClaim> claim = findClaim(claims, b.backend->streamDomain(), b.stream.handle);
+      NCCLCHECK(b.backend->enqueue(b.stream, [batch, cpus, claim]() {
         placeStreamWorker(cpus);
-        return runDeviceBatch(*batch);
+        ncclResult_t r = runDeviceBatch(*batch);
+        if (claim) claim->release();
+        return r;
       }));
       continue;
     }

@@ -267,6 +267,79 @@ TEST(CudaBackend, OneThreadDrivesTwoRanksOnTheNullStreamInOneGroup) {
   for (auto c : comms) EXPECT_EQ(ncclSuccess, ncclCommDestroy(c));
 }
 
+// Waits up to `seconds` for `s` to finish its work; false when it is still busy then.
+bool streamFinishes(const TestDriver& d, CUstream s, int seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (d.streamQuery(s) == CUDA_ERROR_NOT_READY) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// Two threads driving two ranks of one communicator on one device, both on the NULL stream:
+// the rank queued second would sit behind the first, which waits for it. The second call is
+// refused (ncclInvalidUsage) instead of hanging, and the rank can then use a stream of its own.
+TEST(CudaBackend, RanksOfTwoThreadsOnTheNullStreamAreRefusedNotHung) {
+  REQUIRE_DRIVER(d);
+  ncclUniqueId id;
+  ASSERT_EQ(ncclSuccess, ncclGetUniqueId(&id));
+  const size_t count = 1000;
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  CUdeviceptr buf[2] = {0, 0};
+  std::atomic<int> phase{0}, uploaded{0};
+  ncclResult_t second = ncclSuccess;
+  bool finished[2] = {false, false};
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; rank++) {
+    threads.emplace_back([&, rank] {
+      useDevice(0);
+      if (ncclCommInitRank(&comms[rank], 2, id, rank) != ncclSuccess) return;
+      d->memAlloc(&buf[rank], count * 8);
+      std::vector<double> v(count, rank + 0.5);
+      d->memcpyHtoD(buf[rank], v.data(), count * 8);  // synchronous: before anything is queued
+      uploaded++;
+      while (uploaded.load() < 2) std::this_thread::yield();
+      void* p = reinterpret_cast<void*>(buf[rank]);
+      if (rank == 0) {
+        EXPECT_EQ(ncclSuccess, ncclAllReduce(p, p, count, ncclFloat64, ncclSum, comms[0], nullptr));
+        phase = 1;
+        while (phase.load() < 2) std::this_thread::yield();
+        finished[0] = streamFinishes(*d, nullptr, 30);
+        return;
+      }
+      while (phase.load() < 1) std::this_thread::yield();
+      second = ncclAllReduce(p, p, count, ncclFloat64, ncclSum, comms[1], nullptr);
+      if (second == ncclInvalidUsage) {
+        CUstream own = nullptr;
+        d->streamCreate(&own, CU_STREAM_NON_BLOCKING);
+        EXPECT_EQ(ncclSuccess, ncclAllReduce(p, p, count, ncclFloat64, ncclSum, comms[1],
+                                             reinterpret_cast<cudaStream_t>(own)));
+        finished[1] = streamFinishes(*d, own, 30);
+        d->streamDestroy(own);
+      }
+      phase = 2;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ncclInvalidUsage, second) << "the second rank's call on the shared NULL stream was queued";
+  for (int r = 0; r < 2; r++) {
+    ASSERT_NE(nullptr, comms[r]) << "rank " << r << ": init failed";
+    if (second != ncclInvalidUsage || !finished[0] || !finished[1]) {
+      EXPECT_EQ(ncclSuccess, ncclCommAbort(comms[r]));  // lets the deadlocked stream pass
+      continue;
+    }
+    std::vector<double> v(count);
+    d->memcpyDtoH(v.data(), buf[r], count * 8);
+    EXPECT_EQ(2.0, v[0]) << "rank " << r;
+    EXPECT_EQ(2.0, v[count - 1]) << "rank " << r;
+    EXPECT_EQ(ncclSuccess, ncclCommDestroy(comms[r]));
+  }
+  EXPECT_TRUE(finished[0] && finished[1]) << "a rank's stream did not finish within 30 s";
+  streamFinishes(*d, nullptr, 30);
+  for (CUdeviceptr b : buf) d->memFree(b);
+}
+
 // Non-blocking init on a CUDA device, then one group mixing a collective with sends and
 // receives, on device buffers and the rank's own stream.
 TEST(CudaBackend, NonBlockingInitThenAGroupMixingAllReduceAndSendRecv) {
@@ -452,6 +525,47 @@ TEST(CudaIpc, ProcessesOnOneDeviceConnectThroughDeviceRings) {
   EXPECT_TRUE(r.ok) << r.report;
   const std::string log = takeChildLogs(path);
   EXPECT_EQ(2, occurrences(log, "via CUDA IPC")) << log;
+}
+
+// ncclCommAbort frees the CUDA IPC rings (nranks x NCCL_BUFFSIZE of device memory per rank)
+// once the device lets them go: aborting communicators again and again leaks nothing.
+TEST(CudaIpc, AbortedCommunicatorsGiveTheirDeviceRingsBack) {
+  REQUIRE_DRIVER(d);
+  auto freeBytes = [&] {
+    size_t freeB = 0, total = 0;
+    d->memGetInfo(&freeB, &total);
+    return freeB;
+  };
+  const size_t start = freeBytes();
+  const size_t count = 1000;
+  for (int iter = 0; iter < 3; iter++) {
+    ncclUniqueId id;
+    ASSERT_EQ(ncclSuccess, ncclGetUniqueId(&id));
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < 2; rank++) {
+      threads.emplace_back([&, rank] {
+        useDevice(0);
+        ncclComm_t comm = nullptr;
+        ASSERT_EQ(ncclSuccess, ncclCommInitRank(&comm, 2, id, rank));
+        CUdeviceptr buf = 0;
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf, count * 8));
+        CUstream s = nullptr;
+        d->streamCreate(&s, CU_STREAM_NON_BLOCKING);
+        EXPECT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), count,
+                                             ncclFloat64, ncclSum, comm, reinterpret_cast<cudaStream_t>(s)));
+        EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
+        EXPECT_EQ(ncclSuccess, ncclCommAbort(comm));
+        d->streamDestroy(s);
+        d->memFree(buf);
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  // Freed by a helper thread once the device's streams have drained: give it a moment.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (freeBytes() != start && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(start, freeBytes()) << "device memory not returned after 3 aborted communicators";
 }
 
 // Ranks on other hosts (issue 10, item 5), forced on one machine: with shared memory and CUDA

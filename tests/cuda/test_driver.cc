@@ -30,6 +30,7 @@ bool load() {
   bind(lib, "cuCtxGetCurrent", &d.ctxGetCurrent, &missing);
   bind(lib, "cuMemAlloc_v2", &d.memAlloc, &missing);
   bind(lib, "cuMemFree_v2", &d.memFree, &missing);
+  bind(lib, "cuMemGetInfo_v2", &d.memGetInfo, &missing);
   bind(lib, "cuMemcpyHtoD_v2", &d.memcpyHtoD, &missing);
   bind(lib, "cuMemcpyDtoH_v2", &d.memcpyDtoH, &missing);
   bind(lib, "cuMemHostAlloc", &d.memHostAlloc, &missing);

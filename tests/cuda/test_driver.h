@@ -16,6 +16,7 @@ struct TestDriver {
   CUresult (*ctxGetCurrent)(CUcontext*);
   CUresult (*memAlloc)(CUdeviceptr*, size_t);
   CUresult (*memFree)(CUdeviceptr);
+  CUresult (*memGetInfo)(size_t*, size_t*);
   CUresult (*memcpyHtoD)(CUdeviceptr, const void*, size_t);
   CUresult (*memcpyDtoH)(void*, CUdeviceptr, size_t);
   CUresult (*memHostAlloc)(void**, size_t, unsigned);

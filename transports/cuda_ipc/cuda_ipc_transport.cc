@@ -3,6 +3,7 @@
 #include "base/check.h"
 #include "base/log.h"
 #include "base/param.h"
+#include "device/deferred_release.h"
 
 namespace accl {
 namespace {
@@ -35,11 +36,11 @@ CudaIpcTransport::CudaIpcTransport(ShmTransport& shm, std::shared_ptr<dev::Backe
 CudaIpcTransport::~CudaIpcTransport() {
   // cuMemFree waits for the whole device: after an abort or a failure, work may still be queued
   // on a stream that waits for something that will come only after the abort returns (a
-  // held user stream). Then the rings are left allocated rather than risk that wait.
+  // held user stream). Then the rings are freed by a helper thread once the device lets them go.
   if (!departed_ && rings_.get() != nullptr) {
-    INFO(kSubsysInit, "CUDA IPC: communicator aborted or failed: its device rings are not freed (%zu bytes)",
-         ringBytes_);
-    rings_.leak();
+    INFO(kSubsysInit, "CUDA IPC: communicator aborted or failed: its device rings (%zu bytes) are freed in the "
+         "background once the device's streams have drained", ringBytes_);
+    dev::releaseLater(backend_, std::move(rings_));
   }
 }
 
