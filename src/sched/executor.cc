@@ -269,7 +269,7 @@ std::string printHangSummary(Comm& c, bool always, int budgetMs) {
   std::vector<std::string> lines = gatherStatus(c, budgetMs);
   bool lowerPrints = false;
   for (int p = 0; p < c.rank && !always; p++) lowerPrints = lowerPrints || lines[p].find("blocked:") != std::string::npos;
-  std::string text, behind, gone, stopped, different;
+  std::string text, behind, gone, stopped, different, sharesDevice;
   std::string firstCalls;
   int firstRank = -1;
   for (int p = 0; p < c.nranks; p++) {
@@ -277,7 +277,16 @@ std::string printHangSummary(Comm& c, bool always, int budgetMs) {
     auto add = [p](std::string& list) { list += (list.empty() ? " rank " : ", rank ") + std::to_string(p); };
     if (lines[p].find("no answer") != std::string::npos) add(gone);
     else if (lines[p].find("not responding") != std::string::npos) add(stopped);
-    else if (lines[p].find("idle") != std::string::npos) add(behind);
+    else if (lines[p].find("idle") != std::string::npos) {
+      add(behind);
+      // A rank of this process on this device that never got to the call may be stuck in a
+      // device-synchronising CUDA call, which waits for this collective's stream.
+      const PeerInfo& me = c.peers[c.rank];
+      const PeerInfo& peer = c.peers[p];
+      if (me.deviceId != 0 && peer.deviceId == me.deviceId && peer.pid == me.pid && peer.pidNs == me.pidNs &&
+          peer.hostHash == me.hostHash)
+        add(sharesDevice);
+    }
     std::string calls = blockedCalls(lines[p]);
     if (calls.empty()) continue;
     if (firstRank < 0) {
@@ -292,6 +301,11 @@ std::string printHangSummary(Comm& c, bool always, int budgetMs) {
                          "; gone:" + (gone.empty() ? " none" : gone);
   if (!stopped.empty()) suspects += "; not responding:" + stopped;
   if (!different.empty()) suspects += "; in different operations (mismatched calls?):" + different;
+  if (!sharesDevice.empty())
+    suspects += "; behind and on this process's CUDA device:" + sharesDevice +
+                " (a thread of this process blocked in cudaFree, cudaDeviceSynchronize or a synchronous cudaMemcpy "
+                "waits for this collective's stream, which waits for that rank: issue every rank's call before "
+                "such a call, or synchronise only the rank's own stream)";
   if (!lowerPrints)
     WARN("ACCL hang summary for comm %p (%d ranks), gathered by rank %d:%s\n  => %s", static_cast<void*>(&c),
          c.nranks, c.rank, text.c_str(), suspects.c_str());

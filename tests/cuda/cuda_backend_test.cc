@@ -568,6 +568,56 @@ TEST(CudaIpc, AbortedCommunicatorsGiveTheirDeviceRingsBack) {
   EXPECT_EQ(start, freeBytes()) << "device memory not returned after 3 aborted communicators";
 }
 
+// cuMemFree (cudaFree) waits for every stream of the device. One rank frees memory while the
+// other rank of this process has a collective queued that waits for it: neither can finish.
+// ACCL_TIMEOUT ends it, and its summary names the rank and the likely cause.
+TEST(CudaBackend, TimeoutNamesARankOfThisDeviceBlockedInADeviceSynchronisingCall) {
+  if (const accl_test::ChildRole* role = accl_test::childRole()) {
+    (void)role;
+    std::string why;
+    const TestDriver* d = testDriver(&why);
+    ASSERT_NE(d, nullptr) << why;
+    std::atomic<bool> queued{false};
+    std::string error;
+    ASSERT_TRUE(runThreadRanks(
+        2,
+        [&](ncclComm_t comm, int rank) {
+          useDevice(0);
+          CUdeviceptr buf = 0, spare = 0;
+          ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf, 8000));
+          ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&spare, 64));
+          CUstream s = nullptr;
+          d->streamCreate(&s, CU_STREAM_NON_BLOCKING);
+          if (rank == 0) {
+            EXPECT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), 1000,
+                                                 ncclFloat64, ncclSum, comm, reinterpret_cast<cudaStream_t>(s)));
+            queued = true;
+          } else {
+            while (!queued.load()) std::this_thread::yield();
+            d->memFree(spare);  // waits for rank 0's stream until ACCL_TIMEOUT fails its collective
+            spare = 0;
+          }
+          d->streamSynchronize(s);
+          d->streamDestroy(s);
+          if (spare) d->memFree(spare);
+          d->memFree(buf);
+        },
+        &error))
+        << error;
+    return;
+  }
+  REQUIRE_DRIVER(d);
+  const std::string path = childLogPath("accl_cuda_sync_hang_");
+  auto r = accl_test::runChildProcesses(
+      1, false, 2, {"NCCL_DEBUG=WARN", "NCCL_DEBUG_FILE=" + path + ".%p", "ACCL_TIMEOUT=2"}, 60);
+  EXPECT_TRUE(r.ok) << r.report;
+  const std::string log = takeChildLogs(path);
+  EXPECT_NE(std::string::npos, log.find("ACCL_TIMEOUT=2 s expired")) << log;
+  EXPECT_NE(std::string::npos, log.find("behind and on this process's CUDA device: rank 1 (a thread of this process "
+                                        "blocked in cudaFree"))
+      << log;
+}
+
 // Ranks on other hosts (issue 10, item 5), forced on one machine: with shared memory and CUDA
 // IPC off, the processes connect through the socket transport (net), whose rings are host
 // memory. Every collective and send/recv of the matrix on device buffers, results checked.
