@@ -333,7 +333,30 @@ TEST(CudaBackend, RanksOfTwoThreadsOnTheNullStreamAreRefusedNotHung) {
     d->memcpyDtoH(v.data(), buf[r], count * 8);
     EXPECT_EQ(2.0, v[0]) << "rank " << r;
     EXPECT_EQ(2.0, v[count - 1]) << "rank " << r;
-    EXPECT_EQ(ncclSuccess, ncclCommDestroy(comms[r]));
+  }
+  // Once rank 0's collective has run, the NULL stream is free for rank 1 (the claim ended).
+  if (second == ncclInvalidUsage && finished[0] && finished[1]) {
+    threads.clear();
+    for (int rank = 0; rank < 2; rank++) {
+      threads.emplace_back([&, rank] {
+        useDevice(0);
+        CUstream own = nullptr;
+        if (rank == 0) d->streamCreate(&own, CU_STREAM_NON_BLOCKING);
+        void* p = reinterpret_cast<void*>(buf[rank]);
+        EXPECT_EQ(ncclSuccess, ncclAllReduce(p, p, count, ncclFloat64, ncclSum, comms[rank],
+                                             reinterpret_cast<cudaStream_t>(own)))
+            << "rank " << rank;
+        EXPECT_TRUE(streamFinishes(*d, own, 30)) << "rank " << rank;
+        if (own) d->streamDestroy(own);
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < 2; r++) {
+      std::vector<double> v(count);
+      d->memcpyDtoH(v.data(), buf[r], count * 8);
+      EXPECT_EQ(4.0, v[0]) << "rank " << r;
+      EXPECT_EQ(ncclSuccess, ncclCommDestroy(comms[r]));
+    }
   }
   EXPECT_TRUE(finished[0] && finished[1]) << "a rank's stream did not finish within 30 s";
   streamFinishes(*d, nullptr, 30);
