@@ -103,6 +103,16 @@ class Backend {
     return ncclInvalidUsage;
   }
 
+  // Host memory that the data calls copy to and from all the time (a transport's staging
+  // rings): page-locked and registered with the device's driver where the backend has one, so
+  // its copies are DMA transfers that need no bounce buffer and do not block the host. The
+  // memory stays pinned while the returned handle lives; null when nothing was pinned (host
+  // backend, or the driver refused: the copies then still work, more slowly).
+  virtual std::shared_ptr<void> pinHostMemory(void* p, size_t bytes) {
+    (void)p, (void)bytes;
+    return nullptr;
+  }
+
   // Backends with the same domain share their streams: a stream handle names the same stream
   // in both (the CUDA backends of one device). Works of several communicators queued on one
   // such stream by one group run together, behind one gate.

@@ -658,6 +658,54 @@ TEST(CudaBackend, MatrixOnTwoProcessesOverSockets) {
   EXPECT_EQ(0, occurrences(log, "via CUDA IPC")) << log;
 }
 
+// Host rings that device data is copied through (shared memory with NCCL_P2P_DISABLE=1,
+// sockets with NCCL_SHM_DISABLE=1 as well) are pinned with the driver while connected, and
+// unpinned when the communicators go.
+void ringsArePinnedWhileConnected(const TestDriver& d, bool sockets) {
+  if (fakeCudaRegisteredHostBytes == nullptr) GTEST_SKIP() << "SKIP: needs the fake driver's count of pinned memory";
+  setenv("NCCL_P2P_DISABLE", "1", 1);
+  if (sockets) setenv("NCCL_SHM_DISABLE", "1", 1);
+  setenv("NCCL_BUFFSIZE", "1048576", 1);
+  const unsigned long long before = fakeCudaRegisteredHostBytes();
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  int devs[2] = {0, 0};
+  ASSERT_EQ(ncclSuccess, ncclCommInitAll(comms, 2, devs));
+  const size_t count = 1000;
+  CUdeviceptr buf[2] = {0, 0};
+  for (int r = 0; r < 2; r++) {
+    ASSERT_EQ(CUDA_SUCCESS, d.memAlloc(&buf[r], count * 4));
+    std::vector<float> v(count, r + 1.0f);
+    d.memcpyHtoD(buf[r], v.data(), count * 4);
+  }
+  ASSERT_EQ(ncclSuccess, ncclGroupStart());
+  for (int r = 0; r < 2; r++)
+    ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf[r]), reinterpret_cast<void*>(buf[r]), count,
+                                         ncclFloat32, ncclSum, comms[r], nullptr));
+  ASSERT_EQ(ncclSuccess, ncclGroupEnd());
+  ASSERT_EQ(CUDA_SUCCESS, d.streamSynchronize(nullptr));
+  for (int r = 0; r < 2; r++) {
+    std::vector<float> v(count);
+    d.memcpyDtoH(v.data(), buf[r], count * 4);
+    EXPECT_EQ(3.0f, v[0]);
+    EXPECT_EQ(3.0f, v[count - 1]);
+  }
+  // Each rank connected to the other: a send ring and a receive ring of NCCL_BUFFSIZE each.
+  EXPECT_EQ(before + 2 * 2 * 1048576ull, fakeCudaRegisteredHostBytes());
+  for (auto c : comms) EXPECT_EQ(ncclSuccess, ncclCommDestroy(c));
+  EXPECT_EQ(before, fakeCudaRegisteredHostBytes()) << "rings still pinned after ncclCommDestroy";
+  for (int r = 0; r < 2; r++) d.memFree(buf[r]);
+}
+
+TEST(CudaBackend, SharedMemoryRingsArePinnedWhileConnected) {
+  REQUIRE_DRIVER(d);
+  ringsArePinnedWhileConnected(*d, false);
+}
+
+TEST(CudaBackend, SocketRingsArePinnedWhileConnected) {
+  REQUIRE_DRIVER(d);
+  ringsArePinnedWhileConnected(*d, true);
+}
+
 TEST(CudaBackend, HostBuffersAndHostStreamsAreRefusedByName) {
   REQUIRE_DRIVER(d);
   std::string error;

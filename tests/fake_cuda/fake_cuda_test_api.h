@@ -19,6 +19,8 @@ unsigned long long fakeCudaMemcpyRuns(void) __attribute__((weak));   // copies r
 // Reads device (or any driver-known) memory now, bypassing streams: for test diagnostics.
 // Returns 0 on success, -1 when [src, src+bytes) is not memory the driver knows.
 int fakeCudaPeek(void* dst, unsigned long long src, size_t bytes) __attribute__((weak));
+// Host memory registered with cuMemHostRegister now, in bytes.
+unsigned long long fakeCudaRegisteredHostBytes(void) __attribute__((weak));
 // 1 when p lies in device memory (allocated here or IPC-imported), else 0.
 int fakeCudaIsDevicePointer(const void* p) __attribute__((weak));
 }

@@ -54,6 +54,8 @@ CUresult currentContext(Context** out);
 
 // ---- memory.cc: the device arena, host ranges, address translation ----
 enum class MemKind { None, Device, Imported, HostAlloc, HostRegistered };
+// Bytes of host memory registered now (cuMemHostRegister, not yet unregistered).
+size_t registeredHostBytes();
 struct Range {
   MemKind kind = MemKind::None;
   uintptr_t base = 0;  // the address the program sees

@@ -247,6 +247,15 @@ CUresult hostRegister(Context* ctx, void* p, size_t bytes) {
   return CUDA_SUCCESS;
 }
 
+size_t registeredHostBytes() {
+  Memory& m = memory();
+  std::shared_lock<std::shared_mutex> g(m.mu);
+  size_t total = 0;
+  for (const auto& [base, r] : m.ranges)
+    if (r.kind == MemKind::HostRegistered) total += r.size;
+  return total;
+}
+
 CUresult hostUnregister(void* p) {
   Memory& m = memory();
   std::unique_lock<std::shared_mutex> g(m.mu);

@@ -64,6 +64,7 @@ ncclResult_t NetTransport::setup(TransportSetup& ctx, const std::vector<int>& pe
   ringBytes_ = ctx.ringBytes;
   bell_ = ctx.bell;
   if (ctx.helperCpus) cpus_ = *ctx.helperCpus;
+  pinHost_ = ctx.pinHost;
   mine_.assign(static_cast<size_t>(ctx.nranks), false);
   for (int p : peers) {
     mine_[static_cast<size_t>(p)] = true;
@@ -81,7 +82,8 @@ ncclResult_t NetTransport::setup(TransportSetup& ctx, const std::vector<int>& pe
 std::shared_ptr<SocketConnection> NetTransport::incomingConnection(int peer) {
   Incoming& in = incoming_[peer];
   if (!in.conn)
-    in.conn = makeSocketConnection(ringBytes_, layout_, bell_, describeSocketPeer(*peers_, self_.rank, peer), cpus_);
+    in.conn = makeSocketConnection(ringBytes_, layout_, bell_, describeSocketPeer(*peers_, self_.rank, peer), cpus_,
+                                   pinHost_);
   return in.conn;
 }
 
@@ -139,7 +141,7 @@ ncclResult_t NetTransport::connect(TransportSetup& ctx, int peer, std::unique_pt
   std::vector<net::Socket> socks;
   NCCLCHECK(net::connectDataSockets(self_, net::MeshPeer{peer, (*peers_)[peer].dataAddr, who.describe()},
                                     layout_.nsocks(), ctx.abortFlag, &socks));
-  std::unique_ptr<SocketConnection> conn = makeSocketConnection(ringBytes_, layout_, bell_, who, cpus_);
+  std::unique_ptr<SocketConnection> conn = makeSocketConnection(ringBytes_, layout_, bell_, who, cpus_, pinHost_);
   conn->attach(std::move(socks));
   *out = std::move(conn);
   return ncclSuccess;

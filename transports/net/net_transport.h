@@ -56,6 +56,7 @@ class NetTransport final : public Transport {
   size_t ringBytes_ = 0;
   Doorbell* bell_ = nullptr;
   topo::CpuMask cpus_;
+  std::function<std::shared_ptr<void>(void*, size_t)> pinHost_;  // TransportSetup::pinHost
   std::mutex mu_;
   std::map<int, Incoming> incoming_;
   int lowerPeers_ = 0;  // lower-rank peers still to arrive

@@ -197,6 +197,10 @@ class ShmConnection final : public PeerConnection {
     return -1;
   }
   const char* transportName() const override { return name_; }
+  // Keeps ring memory pinned for a device backend (TransportSetup::pinHost) while connected.
+  void keepPinned(std::shared_ptr<void> pin) {
+    if (pin) pins_.push_back(std::move(pin));
+  }
 
  private:
   const SegmentHeader* peerSegment() const { return reinterpret_cast<const SegmentHeader*>(peerHeader_->at(0)); }
@@ -210,6 +214,7 @@ class ShmConnection final : public PeerConnection {
   const char* name_;
   ShmSend send_;
   ShmRecv recv_;
+  std::vector<std::shared_ptr<void>> pins_;  // last: unpinned before the mappings go
 };
 
 }  // namespace
@@ -293,8 +298,14 @@ ncclResult_t ShmTransport::connectData(TransportSetup& ctx, int peer, char* send
          path.c_str(), ctx.describePeer(peer).c_str());
     return ncclRemoteError;
   }
-  *out = std::make_unique<ShmConnection>(std::move(header), std::move(slot), own_->at(slotOffset(peer, ringBytes_)),
-                                         ringBytes_, sharedBell(), peer, sendData, recvData, name);
+  char* outData = slot->at(kPage);
+  char* inData = own_->at(slotOffset(peer, ringBytes_)) + kPage;
+  auto conn = std::make_unique<ShmConnection>(std::move(header), std::move(slot), own_->at(slotOffset(peer, ringBytes_)),
+                                              ringBytes_, sharedBell(), peer, sendData, recvData, name);
+  // Host rings a device backend copies into and out of: pinned, like the socket rings.
+  if (ctx.pinHost && !sendData) conn->keepPinned(ctx.pinHost(outData, ringBytes_));
+  if (ctx.pinHost && !recvData) conn->keepPinned(ctx.pinHost(inData, ringBytes_));
+  *out = std::move(conn);
   return ncclSuccess;
 }
 

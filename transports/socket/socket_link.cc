@@ -30,6 +30,13 @@ std::string SocketPeer::describe() const {
          (ifname.empty() ? "?" : ifname) + ")";
 }
 
+StagingRing::StagingRing(size_t capacity) : cap(capacity) {
+  constexpr size_t kPage = 4096;
+  const size_t bytes = (capacity + kPage - 1) / kPage * kPage;
+  buf.reset(static_cast<char*>(std::aligned_alloc(kPage, bytes ? bytes : kPage)));
+  if (!buf) throw std::bad_alloc();
+}
+
 StreamDir::StreamDir(size_t cap, const Stripe& stripe)
     : ring(cap), cursor(new std::atomic<uint64_t>[static_cast<size_t>(stripe.nsocks)]), nsocks(stripe.nsocks) {
   for (int s = 0; s < nsocks; s++) cursor[s].store(stripe.firstPos(s), std::memory_order_relaxed);

@@ -4,6 +4,7 @@
 // are published as the minimum of the per-socket cursors (see publishMin).
 #pragma once
 #include <atomic>
+#include <cstdlib>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -27,8 +28,13 @@ struct SocketPeer {
 
 // A power-of-two byte ring allocated once; positions grow forever and wrap by masking.
 struct StagingRing {
-  explicit StagingRing(size_t capacity) : buf(new char[capacity]), cap(capacity) {}
-  std::unique_ptr<char[]> buf;
+  explicit StagingRing(size_t capacity);
+  // Whole pages of its own: a device backend pins them (cuMemHostRegister refuses a page that
+  // is already registered, as a page shared with another ring would be).
+  struct FreeDeleter {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char[], FreeDeleter> buf;
   size_t cap;
   std::atomic<uint64_t> head{0};  // consumed
   std::atomic<uint64_t> tail{0};  // produced

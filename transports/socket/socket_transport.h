@@ -4,6 +4,7 @@
 // executor waits on its futex doorbell exactly as it does for shared memory. Small commits
 // and reads of awaited bytes the executor does itself (socket_transport.cc).
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 #include "net/socket.h"
@@ -33,7 +34,10 @@ class SocketConnection : public PeerConnection {
   virtual void attach(std::vector<net::Socket> socks) = 0;
 };
 
+// `pinHost` (may be empty): pins its two staging rings for a device backend's copies
+// (TransportSetup::pinHost); the pins go with the connection.
 std::unique_ptr<SocketConnection> makeSocketConnection(size_t ringBytes, const SocketLayout& layout, Doorbell* bell,
-                                                       SocketPeer peer, const topo::CpuMask& cpus);
+                                                       SocketPeer peer, const topo::CpuMask& cpus,
+                                                       const std::function<std::shared_ptr<void>(void*, size_t)>& pinHost = {});
 
 }  // namespace accl

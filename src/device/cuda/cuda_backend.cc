@@ -162,6 +162,22 @@ class CudaBackend final : public Backend {
     return ncclSuccess;
   }
 
+  std::shared_ptr<void> pinHostMemory(void* p, size_t bytes) override {
+    ContextScope scope(api_, dev_.context());
+    CUresult r = api_.memHostRegister(p, bytes, kMemHostRegisterPortable);
+    if (r != kSuccess) {
+      INFO(kSubsysInit, "CUDA backend: cannot pin %zu bytes of ring memory at %p (%s); copies to and from it go through "
+           "the driver's pageable path", bytes, p, errorText(api_, r).c_str());
+      return nullptr;
+    }
+    const DriverApi* api = &api_;
+    CUcontext ctx = dev_.context();  // the primary context: retained for the process's life
+    return std::shared_ptr<void>(p, [api, ctx](void* q) {
+      ContextScope s(*api, ctx);
+      api->memHostUnregister(q);
+    });
+  }
+
   // Device memory ordered on the backend's stream: no implicit device synchronisation (which
   // could wait for a user's stream that waits for this very collective).
   ncclResult_t scratch(size_t bytes, Buffer* out) override {
