@@ -4,6 +4,7 @@
 // a real GPU (label gpu); skips with the reason where there is no driver.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <array>
 #include <unistd.h>
 #include <fstream>
 #include <sstream>
@@ -469,18 +470,13 @@ std::string takeChildLogs(const std::string& path) {
   return log;
 }
 
-// Two ranks of one process on one device, one all-reduce of doubles, with INIT logging to a
-// file: returns the log, after checking the result against 0.5 + 1.5.
-std::string allReduceOnTwoRanksLogged(const TestDriver& d, const char* p2pDisable) {
-  const std::string path = testing::TempDir() + "accl_cuda_ipc_" + std::to_string(getpid()) + ".log";
-  setenv("NCCL_DEBUG", "INFO", 1);
-  setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
-  setenv("NCCL_DEBUG_FILE", path.c_str(), 1);
-  if (p2pDisable) setenv("NCCL_P2P_DISABLE", p2pDisable, 1);
-  ncclComm_t comms[2] = {nullptr, nullptr};
+// Two ranks of one process on one device (ncclCommInitAll), one grouped all-reduce of `count`
+// doubles, each rank's buffer 0.5 and 1.5: checks every element is 2.0 and returns the
+// communicators (the caller destroys them).
+std::array<ncclComm_t, 2> allReduceOnTwoRanks(const TestDriver& d, size_t count) {
+  std::array<ncclComm_t, 2> comms = {nullptr, nullptr};
   int devs[2] = {0, 0};
-  EXPECT_EQ(ncclSuccess, ncclCommInitAll(comms, 2, devs));
-  const size_t count = 300000;  // more than one ring's worth (NCCL_BUFFSIZE) per rank
+  EXPECT_EQ(ncclSuccess, ncclCommInitAll(comms.data(), 2, devs));
   CUdeviceptr buf[2] = {0, 0};
   for (int r = 0; r < 2; r++) {
     EXPECT_EQ(CUDA_SUCCESS, d.memAlloc(&buf[r], count * 8));
@@ -498,9 +494,20 @@ std::string allReduceOnTwoRanksLogged(const TestDriver& d, const char* p2pDisabl
     d.memcpyDtoH(v.data(), buf[r], count * 8);
     EXPECT_EQ(2.0, v[0]) << "rank " << r;
     EXPECT_EQ(2.0, v[count - 1]) << "rank " << r;
+    d.memFree(buf[r]);
   }
-  for (auto c : comms) EXPECT_EQ(ncclSuccess, ncclCommDestroy(c));
-  for (int r = 0; r < 2; r++) d.memFree(buf[r]);
+  return comms;
+}
+
+// The same with INIT logging to a file: returns the log.
+std::string allReduceOnTwoRanksLogged(const TestDriver& d, const char* p2pDisable) {
+  const std::string path = testing::TempDir() + "accl_cuda_ipc_" + std::to_string(getpid()) + ".log";
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
+  setenv("NCCL_DEBUG_FILE", path.c_str(), 1);
+  if (p2pDisable) setenv("NCCL_P2P_DISABLE", p2pDisable, 1);
+  // More than one ring's worth (NCCL_BUFFSIZE) per rank.
+  for (ncclComm_t c : allReduceOnTwoRanks(d, 300000)) EXPECT_EQ(ncclSuccess, ncclCommDestroy(c));
   std::string text = readText(path);
   unlink(path.c_str());
   return text;
@@ -667,33 +674,11 @@ void ringsArePinnedWhileConnected(const TestDriver& d, bool sockets) {
   if (sockets) setenv("NCCL_SHM_DISABLE", "1", 1);
   setenv("NCCL_BUFFSIZE", "1048576", 1);
   const unsigned long long before = fakeCudaRegisteredHostBytes();
-  ncclComm_t comms[2] = {nullptr, nullptr};
-  int devs[2] = {0, 0};
-  ASSERT_EQ(ncclSuccess, ncclCommInitAll(comms, 2, devs));
-  const size_t count = 1000;
-  CUdeviceptr buf[2] = {0, 0};
-  for (int r = 0; r < 2; r++) {
-    ASSERT_EQ(CUDA_SUCCESS, d.memAlloc(&buf[r], count * 4));
-    std::vector<float> v(count, r + 1.0f);
-    d.memcpyHtoD(buf[r], v.data(), count * 4);
-  }
-  ASSERT_EQ(ncclSuccess, ncclGroupStart());
-  for (int r = 0; r < 2; r++)
-    ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf[r]), reinterpret_cast<void*>(buf[r]), count,
-                                         ncclFloat32, ncclSum, comms[r], nullptr));
-  ASSERT_EQ(ncclSuccess, ncclGroupEnd());
-  ASSERT_EQ(CUDA_SUCCESS, d.streamSynchronize(nullptr));
-  for (int r = 0; r < 2; r++) {
-    std::vector<float> v(count);
-    d.memcpyDtoH(v.data(), buf[r], count * 4);
-    EXPECT_EQ(3.0f, v[0]);
-    EXPECT_EQ(3.0f, v[count - 1]);
-  }
+  std::array<ncclComm_t, 2> comms = allReduceOnTwoRanks(d, 1000);
   // Each rank connected to the other: a send ring and a receive ring of NCCL_BUFFSIZE each.
   EXPECT_EQ(before + 2 * 2 * 1048576ull, fakeCudaRegisteredHostBytes());
   for (auto c : comms) EXPECT_EQ(ncclSuccess, ncclCommDestroy(c));
   EXPECT_EQ(before, fakeCudaRegisteredHostBytes()) << "rings still pinned after ncclCommDestroy";
-  for (int r = 0; r < 2; r++) d.memFree(buf[r]);
 }
 
 TEST(CudaBackend, SharedMemoryRingsArePinnedWhileConnected) {
