@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 #include "nccl.h"
+#include "common/text_file.h"
 
 namespace {
 
@@ -191,12 +192,7 @@ class StrayProcess {
   std::thread thread_;
 };
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using accl_test::readFile;
 
 }  // namespace
 

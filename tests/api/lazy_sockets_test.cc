@@ -14,24 +14,15 @@
 #include <vector>
 #include "api/thread_ranks_util.h"
 #include "nccl.h"
+#include "common/text_file.h"
 
 using accltest::lastError;
 using accltest::runRanks;
 
 namespace {
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
-  return n;
-}
+using accl_test::readFile;
+using accl_test::occurrences;
 
 struct SocketLog {
   SocketLog() {
@@ -67,11 +58,11 @@ TEST(LazySockets, OnlyThePairsACallUsesAreConnected) {
   SocketLog log;
   runRanks(4, [](int rank, ncclComm_t& comm) { sendRecv(rank, comm, 0, 1, 1000, 0, 0); });
   std::string text = readFile(log.path);
-  EXPECT_EQ(count(text, "NET (3 peers)"), 4) << text;  // every pair could use sockets
+  EXPECT_EQ(occurrences(text, "NET (3 peers)"), 4) << text;  // every pair could use sockets
   // Ranks 0 and 1 connected to each other, and nobody else to anybody.
-  EXPECT_EQ(count(text, "rank 0: connected to rank 1 "), 1) << text;
-  EXPECT_EQ(count(text, "rank 1: connected to rank 0 "), 1) << text;
-  EXPECT_EQ(count(text, ": connected to rank"), 2) << text;
+  EXPECT_EQ(occurrences(text, "rank 0: connected to rank 1 "), 1) << text;
+  EXPECT_EQ(occurrences(text, "rank 1: connected to rank 0 "), 1) << text;
+  EXPECT_EQ(occurrences(text, ": connected to rank"), 2) << text;
 }
 
 TEST(LazySockets, EitherEndMayUseThePairFirst) {
@@ -83,5 +74,5 @@ TEST(LazySockets, EitherEndMayUseThePairFirst) {
     sendRecv(rank, comm, 1, 2, n, 300, 0);  // the higher rank waits; the lower sends 300 ms later
     sendRecv(rank, comm, 0, 1, n, 0, 300);  // the lower rank sends; the higher looks 300 ms later
   });
-  EXPECT_EQ(count(readFile(log.path), ": connected to rank"), 6);
+  EXPECT_EQ(occurrences(readFile(log.path), ": connected to rank"), 6);
 }

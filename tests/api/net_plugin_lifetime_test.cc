@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 #include "nccl.h"
+#include "common/text_file.h"
 
 namespace {
 
@@ -31,18 +32,8 @@ bool mapped(const std::string& file) {
   return false;
 }
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
-  return n;
-}
+using accl_test::readFile;
+using accl_test::occurrences;
 
 // Two ranks as threads of this process, talking through the plugin; checks a sum.
 void initPair(ncclComm_t comms[2]) {
@@ -92,9 +83,9 @@ TEST_P(NetPluginLifetime, UnloadedWhenTheLastCommunicatorUsingItIsDestroyed) {
   }
   std::string text = readFile(env.log);
   // One load, one plugin init (the plugin logs its device at init) and one unload per cycle.
-  EXPECT_EQ(count(text, "NET/Plugin: loaded TestTCP"), kCycles) << text.substr(0, 3000);
-  EXPECT_EQ(count(text, "TestTCP: device 0 is"), kCycles) << text.substr(0, 3000);
-  EXPECT_EQ(count(text, "NET/Plugin: unloading TestTCP"), kCycles) << text.substr(0, 3000);
+  EXPECT_EQ(occurrences(text, "NET/Plugin: loaded TestTCP"), kCycles) << text.substr(0, 3000);
+  EXPECT_EQ(occurrences(text, "TestTCP: device 0 is"), kCycles) << text.substr(0, 3000);
+  EXPECT_EQ(occurrences(text, "NET/Plugin: unloading TestTCP"), kCycles) << text.substr(0, 3000);
 }
 
 TEST_P(NetPluginLifetime, RefCountOneKeepsItLoadedAndInitializedOnce) {
@@ -106,9 +97,9 @@ TEST_P(NetPluginLifetime, RefCountOneKeepsItLoadedAndInitializedOnce) {
     EXPECT_TRUE(mapped(env.lib)) << "cycle " << cycle;
   }
   std::string text = readFile(env.log);
-  EXPECT_EQ(count(text, "NET/Plugin: loaded TestTCP"), 1) << text.substr(0, 3000);
-  EXPECT_EQ(count(text, "TestTCP: device 0 is"), 1) << text.substr(0, 3000);
-  EXPECT_EQ(count(text, "NET/Plugin: unloading"), 0) << text.substr(0, 3000);
+  EXPECT_EQ(occurrences(text, "NET/Plugin: loaded TestTCP"), 1) << text.substr(0, 3000);
+  EXPECT_EQ(occurrences(text, "TestTCP: device 0 is"), 1) << text.substr(0, 3000);
+  EXPECT_EQ(occurrences(text, "NET/Plugin: unloading"), 0) << text.substr(0, 3000);
 }
 
 INSTANTIATE_TEST_SUITE_P(, NetPluginLifetime, testing::Values("v8", "v11"));

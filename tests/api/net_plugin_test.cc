@@ -13,6 +13,7 @@
 #include <vector>
 #include "common/collective_matrix.h"
 #include "common/rank_runner.h"
+#include "common/text_file.h"
 
 using namespace accl_test;
 
@@ -33,12 +34,7 @@ std::string logPath(const std::string& what) {
   return "/tmp/accl-netplugin-" + std::to_string(getpid()) + "-" + what + ".log";
 }
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using accl_test::readFile;
 
 std::string warnLines(const std::string& text) {
   std::string out, line;

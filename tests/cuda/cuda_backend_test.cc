@@ -20,6 +20,7 @@
 #include "cuda/test_driver.h"
 #include "fake_cuda/fake_cuda_test_api.h"
 #include "nccl.h"
+#include "common/text_file.h"
 
 namespace accl_cuda_test {
 namespace {
@@ -437,18 +438,8 @@ TEST(CudaBackend, NonBlockingInitThenAGroupMixingAllReduceAndSendRecv) {
   for (int r = 0; r < n; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
 }
 
-std::string readText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-int occurrences(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
-  return n;
-}
+using accl_test::readFile;
+using accl_test::occurrences;
 
 // INIT logs of child processes: one file per process (NCCL_DEBUG_FILE's %p), read and
 // removed by takeChildLogs.
@@ -463,7 +454,7 @@ std::string takeChildLogs(const std::string& path) {
   while (dirent* e = dir ? readdir(dir) : nullptr) {
     if (std::string(e->d_name).rfind(prefix, 0) != 0) continue;
     const std::string f = testing::TempDir() + e->d_name;
-    log += readText(f);
+    log += readFile(f);
     unlink(f.c_str());
   }
   if (dir) closedir(dir);
@@ -508,7 +499,7 @@ std::string allReduceOnTwoRanksLogged(const TestDriver& d, const char* p2pDisabl
   if (p2pDisable) setenv("NCCL_P2P_DISABLE", p2pDisable, 1);
   // More than one ring's worth (NCCL_BUFFSIZE) per rank.
   for (ncclComm_t c : allReduceOnTwoRanks(d, 300000)) EXPECT_EQ(ncclSuccess, ncclCommDestroy(c));
-  std::string text = readText(path);
+  std::string text = readFile(path);
   unlink(path.c_str());
   return text;
 }

@@ -22,6 +22,7 @@
 #include <vector>
 #include "../common/free_port.h"
 #include "nccl.h"
+#include "common/text_file.h"
 
 namespace {
 
@@ -119,12 +120,7 @@ std::string runRank(int rank, int readyFd, int goFd) {
   return "";
 }
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using accl_test::readFile;
 
 TEST(ForgedBootstrap, ConstantMagicAndAHugeSizePrefixAreDroppedAndShrinkBlamesNobody) {
   int port = accl_test::freeLoopbackPort();

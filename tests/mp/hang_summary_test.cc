@@ -9,15 +9,11 @@
 #include <string>
 #include <vector>
 #include "nccl.h"
+#include "common/text_file.h"
 
 namespace {
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using accl_test::readFile;
 
 TEST(HangSummary, ARankThatSkipsTheCollectiveIsNamedAsBehindAndTheOthersTimeOut) {
   const int n = 4, laggard = 2;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "common/text_file.h"
 
 namespace {
 
@@ -33,12 +34,7 @@ struct Shared {
   int nextLarge[kRanks];      // 1: the following 1M-float all-reduce was correct
 };
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using accl_test::readFile;
 
 ncclResult_t mismatchedCall(Kind kind, int rank, ncclComm_t comm) {
   std::vector<float> buf(4000, 1.0f);

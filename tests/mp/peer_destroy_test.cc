@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "common/text_file.h"
 
 namespace {
 
@@ -39,12 +40,7 @@ struct Shared {
   std::atomic<int64_t> destroyedAtNs;
 };
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using accl_test::readFile;
 
 enum class Leave { Destroy, ArgumentErrorThenDestroy, ExitWithoutDestroy, DestroyWithoutAnyCall };
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "common/text_file.h"
 
 namespace {
 
@@ -39,12 +40,7 @@ struct Shared {
   int64_t returnedAtNs[kRanks];
 };
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using accl_test::readFile;
 
 [[noreturn]] void rankMain(Shared* sh, int rank, const std::string& logPath) {
   alarm(30);
