@@ -1,7 +1,7 @@
 // accl-tcp-loopback: raw TCP over loopback between two processes, as the yardstick for the
 // socket transport on one machine (NCCL_SHM_DISABLE=1). Same socket options as ACCL's data
 // sockets (net::tuneForBulk: ACCL_SOCKET_BUF_BYTES buffers, TCP_NODELAY).
-//   accl-tcp-loopback [--iters N] [--batches B] [--sizes 1M,16M,128M] [--reps R]
+//   accl-tcp-loopback [--iters N] [--batches B] [--sizes 1M,16M,128M] [--reps R] [--tests latency,stream,bidir]
 // Prints, per line, best and median over batches (or reps):
 //   * ping-pong: one side sends 8 B, the other echoes them; one-way = round trip / 2;
 //   * exchange: both sides send 8 B, then both receive 8 B: what a 2-rank 8 B all-reduce
@@ -150,7 +150,9 @@ size_t parseSize(const std::string& s) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: accl-tcp-loopback [--iters N] [--batches B] [--sizes 1M,16M,128M] [--reps R]\n");
+  std::fprintf(stderr,
+               "usage: accl-tcp-loopback [--iters N] [--batches B] [--sizes 1M,16M,128M] [--reps R] "
+               "[--tests latency,stream,bidir]\n");
   return 2;
 }
 
@@ -159,6 +161,7 @@ int usage() {
 int main(int argc, char** argv) {
   int iters = 2000, batches = 10, reps = 5;
   std::vector<size_t> sizes = {1 << 20, 16 << 20, 128 << 20};
+  std::string tests = "latency,stream,bidir";  // which groups of lines to print
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     if (i + 1 >= argc) return usage();
@@ -166,6 +169,7 @@ int main(int argc, char** argv) {
     if (a == "--iters") iters = std::max(1, std::atoi(v.c_str()));
     else if (a == "--batches") batches = std::max(1, std::atoi(v.c_str()));
     else if (a == "--reps") reps = std::max(1, std::atoi(v.c_str()));
+    else if (a == "--tests") tests = v;
     else if (a == "--sizes") {
       sizes.clear();
       for (size_t at = 0; at <= v.size();) {
@@ -213,15 +217,20 @@ int main(int argc, char** argv) {
     }
     std::fflush(stdout);
   };
+  auto want = [&](const char* group) { return tests.find(group) != std::string::npos; };
   if (leader) std::printf("# raw TCP over 127.0.0.1, 2 processes, %d x %d iterations per latency line\n", batches, iters);
-  report("ping-pong one-way", Test::PingPong, 8, iters, batches);
-  report("exchange (block)", Test::ExchangeBlock, 8, iters, batches);
-  report("exchange (spin)", Test::ExchangeSpin, 8, iters, batches);
+  if (want("latency")) {
+    report("ping-pong one-way", Test::PingPong, 8, iters, batches);
+    report("exchange (block)", Test::ExchangeBlock, 8, iters, batches);
+    report("exchange (spin)", Test::ExchangeSpin, 8, iters, batches);
+  }
   for (size_t s : sizes) {
     int n = std::max(1, static_cast<int>((256u << 20) / s));  // ~256 MiB per rep
-    report("stream one-way", Test::Stream, s, n, reps);
-    report("bidir 1 thread", Test::Bidir, s, n, reps);
-    report("bidir 2 threads", Test::BidirThreads, s, n, reps);
+    if (want("stream")) report("stream one-way", Test::Stream, s, n, reps);
+    if (want("bidir")) {
+      report("bidir 1 thread", Test::Bidir, s, n, reps);
+      report("bidir 2 threads", Test::BidirThreads, s, n, reps);
+    }
   }
   if (leader) {
     int status = 0;
