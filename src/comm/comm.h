@@ -57,6 +57,7 @@ class Comm {
   std::unique_ptr<ShmBoard> shmBoard;  // ShmDirect's memory when every rank is on this host
   Board board;  // ShmDirect's view of it (capacity 0: no board)
   size_t ringBytes = 1 << 20;  // capacity of each channel direction
+  size_t pieceBytes = 128 << 10;  // pipelining piece of the ring algorithms (src/comm/init.cc)
   AlgoPolicy algoPolicy;
   // Reductions fold in rank order (src/coll/rank_order_reduce.cc): ACCL_DETERMINISTIC at
   // init, ncclCommSetDeterministic later; read when a group is planned.

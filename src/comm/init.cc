@@ -28,11 +28,31 @@ uint64_t randomU64() {
 // Interfaces the selection rules may offer to the closest-NIC choice.
 constexpr int kMaxNicCandidates = 16;
 
-size_t channelBytes() {
-  int64_t want = param::buffSize();
+size_t channelBytes(int64_t want) {
   size_t bytes = 64 << 10;
   while (bytes < static_cast<size_t>(want) && bytes < (size_t(1) << 30)) bytes <<= 1;
   return bytes;
+}
+
+// The pipelining piece of the ring algorithms (the planner caps it at a quarter of a ring).
+constexpr size_t kPieceBytes = 128 << 10;
+// Where the network carries every peer, each piece costs a hand-off to a socket helper thread
+// and a wait for the peer's piece in each direction, on 2 vCPUs about the time loopback TCP
+// takes to move 128 KiB: 512 KiB pieces (NCCL's net step too: 4 MiB buffers in 8 steps) in
+// 2 MiB rings measured 1.5-2x the busbw of 128 KiB ones at 16-128 MiB
+// (perf/socket_vs_raw.py). Not with shared-memory peers: their rings stay NCCL_BUFFSIZE.
+constexpr size_t kNetPieceBytes = 512 << 10;
+
+bool envSet(const char* name) {
+  const char* v = envGet(name);
+  return v != nullptr && *v != '\0';
+}
+
+// After the per-peer transport choice: ring capacity and piece size of this communicator.
+void sizePipeline(Comm* c, bool allNet) {
+  if (allNet && !envSet("NCCL_BUFFSIZE")) c->ringBytes = std::max(c->ringBytes, channelBytes(4 * kNetPieceBytes));
+  const int64_t chunk = param::chunkSize();
+  c->pieceBytes = chunk >= 0 ? static_cast<size_t>(chunk) : allNet ? kNetPieceBytes : kPieceBytes;
 }
 
 }  // namespace
@@ -66,7 +86,7 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   INFO(kSubsysNet | kSubsysInit, "rank %d: data interface %s (%s): %s", rank, ifs[0].name.c_str(),
        ifs[0].addr.str().c_str(), why.c_str());
   NCCLCHECK(Bootstrap::init(id, rank, nranks, &c->abortFlag, &c->bootstrap));
-  c->ringBytes = channelBytes();
+  c->ringBytes = channelBytes(param::buffSize());
 
   // The transport list, in order of preference: the first one that can connect a pair of
   // ranks carries it. CUDA IPC (device rings, same device) first; its rings' control lives in
@@ -75,6 +95,7 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   c->transports.push_back(std::make_unique<CudaIpcTransport>(*shm, c->backend));
   c->transports.push_back(std::move(shm));
   c->transports.push_back(std::make_unique<NetTransport>());
+  const Transport* netTransport = c->transports.back().get();
 
   c->peers.resize(nranks);
   PeerInfo& me = c->peers[rank];
@@ -115,6 +136,10 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
       break;
     }
   }
+  bool allNet = nranks > 1;
+  for (int p = 0; p < nranks; p++)
+    if (p != rank) allNet = allNet && c->peerTransport[p] == netTransport;
+  sizePipeline(c, allNet);
   std::string used;
   for (size_t t = 0; t < c->transports.size(); t++) {
     TransportSetup ctx = c->transportSetup();
@@ -133,8 +158,9 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
                                &c->shmBoard));
     if (c->shmBoard) c->shmBoard->fill(&c->board);
   }
-  INFO(kSubsysInit, "comm rank %d/%d: %zu local ranks, %s, channel %zu bytes", rank, nranks, c->localRanks.size(),
-       used.empty() ? "no peers" : used.c_str(), c->ringBytes);
+  INFO(kSubsysInit, "comm rank %d/%d: %zu local ranks, %s, channel %zu bytes, pieces of %zu bytes", rank, nranks,
+       c->localRanks.size(), used.empty() ? "no peers" : used.c_str(), c->ringBytes,
+       std::min(c->pieceBytes, c->ringBytes / 4));
   if (std::string dump = param::topoDumpFile(); !dump.empty() && rank == 0) {
     static std::once_flag dumped;  // once per process, as NCCL
     std::call_once(dumped, [&] { topo::dumpHwTopology(dump); });

@@ -13,7 +13,7 @@ namespace accl {
 namespace {
 
 size_t pieceBytes(const Comm& c) {
-  size_t piece = static_cast<size_t>(param::chunkSize());
+  size_t piece = c.pieceBytes;  // ACCL_CHUNK_SIZE, or chosen at init from the transports
   size_t cap = c.ringBytes / 4;  // keep two pieces in flight without filling a channel
   piece = std::min(piece, cap);
   return std::max<size_t>(piece, 64);

@@ -67,7 +67,7 @@ TEST(LazySockets, OnlyThePairsACallUsesAreConnected) {
 
 TEST(LazySockets, EitherEndMayUseThePairFirst) {
   SocketLog log;
-  // More than the 1 MiB staging ring, so the sender must wait for the receiver to drain it.
+  // More than the 2 MiB staging ring, so the sender must wait for the receiver to drain it.
   const size_t n = 3 << 18;
   runRanks(3, [n](int rank, ncclComm_t& comm) {
     sendRecv(rank, comm, 2, 0, n, 0, 300);  // the higher rank sends; the lower looks 300 ms later
