@@ -31,6 +31,16 @@ struct BoardAddressPost {
   uint64_t bytes;
 };
 
+// The bytes [*begin, *end) of a `len`-byte chunk of `esize`-byte elements that `rank` of
+// `nranks` reduces in a sliced all-reduce: equal slices, of whole cache lines once the chunk
+// is big enough (so no two reducers write one line), the last ones shorter or empty.
+inline void boardSlice(size_t len, size_t esize, int rank, int nranks, size_t* begin, size_t* end) {
+  const size_t unit = len >= 64 * static_cast<size_t>(nranks) ? 64 : esize;
+  const size_t per = ((len + nranks - 1) / nranks + unit - 1) / unit * unit;
+  *begin = per * rank < len ? per * rank : len;
+  *end = per * (rank + 1) < len ? per * (rank + 1) : len;
+}
+
 struct Board {
   size_t capacity = 0;               // input bytes every rank's slot holds; 0: no board
   std::vector<BoardSlot*> slots[2];  // [seq & 1][rank]
@@ -46,6 +56,9 @@ struct Board {
   bool peersReadable = false;
   std::vector<int32_t> pids;                          // [rank]: its process
   std::vector<std::atomic<uint64_t>*> readDone;       // [rank]: the last post it finished reading
+  // Sliced all-reduces (BoardSliceReduce): [rank]: the last operation whose reduced slice that
+  // rank has written over its own input's slice in its slot (boardSlice() says which bytes).
+  std::vector<std::atomic<uint64_t>*> sliced;
   bool available(size_t bytes) const { return capacity > 0 && bytes <= capacity; }
   bool hasDeparted(int rank) const {
     return rank < static_cast<int>(departed.size()) && departed[rank]->load(std::memory_order_acquire) != 0;

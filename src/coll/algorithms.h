@@ -44,6 +44,8 @@ std::unique_ptr<StepSource> makeRankOrderReduceScatter(const CollArgs& a);
 // shm_direct.cc: every rank reads all inputs from the board (needs Comm::board; count = per rank).
 std::unique_ptr<StepSource> makeShmDirectAllReduce(const CollArgs& a);
 std::unique_ptr<StepSource> makeShmDirectAllGather(const CollArgs& a);
+// The same all-reduce with each rank folding only its slice of every input (medium sizes).
+std::unique_ptr<StepSource> makeShmSlicedAllReduce(const CollArgs& a);
 // The same all-gather, with every input read in place from its rank's buffer (Board::peersReadable).
 std::unique_ptr<StepSource> makeShmReadAllGather(const CollArgs& a);
 

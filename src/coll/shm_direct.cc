@@ -19,6 +19,9 @@ std::unique_ptr<StepSource> boardStep(const CollArgs& a, Step::Kind kind) {
 
 std::unique_ptr<StepSource> makeShmDirectAllReduce(const CollArgs& a) { return boardStep(a, Step::Kind::BoardReduce); }
 std::unique_ptr<StepSource> makeShmDirectAllGather(const CollArgs& a) { return boardStep(a, Step::Kind::BoardGather); }
+std::unique_ptr<StepSource> makeShmSlicedAllReduce(const CollArgs& a) {
+  return boardStep(a, Step::Kind::BoardSliceReduce);
+}
 std::unique_ptr<StepSource> makeShmReadAllGather(const CollArgs& a) { return boardStep(a, Step::Kind::BoardReadGather); }
 
 }  // namespace accl

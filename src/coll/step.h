@@ -24,6 +24,7 @@ struct Step {
     BoardReduce,     // post src on the board; dst = every rank's post reduced, in rank order
     BoardGather,     // post src on the board; dst + r * bytes = rank r's post
     BoardReadGather, // post where src lies; dst + r * bytes = rank r's src, read in its process
+    BoardSliceReduce,// post src on the board; reduce this rank's slice of every post, publish it, gather the others'
   };
   Kind kind = Kind::Copy;
   ncclDataType_t type = ncclInt8;

@@ -16,7 +16,8 @@ struct BoardFold {
   dev::RedKind op = dev::RedKind::Sum;
   char* dst = nullptr;  // where this chunk's result goes (for gathers: rank 0's piece)
   size_t stride = 0;    // gathers: bytes between two ranks' pieces in dst
-  size_t len = 0;       // bytes of this chunk each rank posted
+  size_t len = 0;       // bytes of this chunk each rank posted (sliced all-reduces: of the slice)
+  size_t offset = 0;    // where in each post those bytes start (sliced all-reduces: the slice's)
 };
 
 // Consumes the posts of board operation `seq` from rank *next on, in rank order, as long as
@@ -31,27 +32,32 @@ inline bool consumeBoardPosts(Board& board, uint64_t seq, int nranks, const Boar
       return false;
     }
     if (f.gather) {
-      std::memcpy(f.dst + r * f.stride, slot->data(), f.len);
+      std::memcpy(f.dst + r * f.stride, slot->data() + f.offset, f.len);
     } else if (r == 1) {
-      dev::reduce2(f.type, f.op, f.dst, slots[0]->data(), slot->data(), f.len / esize);
+      dev::reduce2(f.type, f.op, f.dst, slots[0]->data() + f.offset, slot->data() + f.offset, f.len / esize);
     } else if (r > 1) {
-      dev::reduce2(f.type, f.op, f.dst, f.dst, slot->data(), f.len / esize);
+      dev::reduce2(f.type, f.op, f.dst, f.dst, slot->data() + f.offset, f.len / esize);
     }
   }
   *next = nranks;
   return true;
 }
 
-// Posts this rank's `len` bytes from `src` as board operation ++board.posted (returned) and
-// wakes whoever sleeps on the board.
-inline uint64_t postOnBoard(Board& board, int rank, const void* src, size_t len) {
+// Publishes what this rank wrote into its slot of board operation board.posted + 1 as that
+// operation (returned) and wakes whoever sleeps on the board.
+inline uint64_t publishPost(Board& board, int rank) {
   const uint64_t seq = ++board.posted;
-  BoardSlot* mine = board.slots[seq & 1][rank];
-  std::memcpy(mine->data(), src, len);
-  mine->seq.store(seq, std::memory_order_release);
+  board.slots[seq & 1][rank]->seq.store(seq, std::memory_order_release);
   for (Doorbell* bell : board.bells)
     if (bell) ringDoorbell(bell);
   return seq;
+}
+
+// Posts this rank's `len` bytes from `src` as board operation ++board.posted (returned) and
+// wakes whoever sleeps on the board.
+inline uint64_t postOnBoard(Board& board, int rank, const void* src, size_t len) {
+  std::memcpy(board.slots[(board.posted + 1) & 1][rank]->data(), src, len);
+  return publishPost(board, rank);
 }
 
 }  // namespace accl

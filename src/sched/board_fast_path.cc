@@ -33,11 +33,11 @@ bool qualifies(const OpDesc& op, const Comm& c, size_t bytes) {
   if (c.abortFlag.load(std::memory_order_relaxed) || c.revoked.load(std::memory_order_relaxed) ||
       c.asyncError.load(std::memory_order_relaxed) != ncclSuccess)
     return false;  // the executor reports why the op cannot run
-  // The same choice as the planner's (sched/planner.cc), in-place reads excepted: those need
-  // the executor's second synchronisation.
+  // The same choice as the planner's (sched/planner.cc), in-place reads and slices excepted:
+  // those need the executor's second synchronisation.
   return chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks, c.board.capacity, c.board.peersReadable) ==
              Algo::ShmDirect &&
-         !useShmRead(op.kind, bytes, c.nranks, c.board.peersReadable);
+         !useShmRead(op.kind, bytes, c.nranks, c.board.peersReadable) && !useShmSlices(op.kind, bytes, c.nranks);
 }
 
 // How long a call waits here before handing over: pause-spin (with a yield every few pauses,

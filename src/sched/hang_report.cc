@@ -28,6 +28,7 @@ const char* stepName(Step::Kind k) {
     case Step::Kind::BoardReduce: return "board reduce";
     case Step::Kind::BoardGather: return "board gather";
     case Step::Kind::BoardReadGather: return "board in-place read gather";
+    case Step::Kind::BoardSliceReduce: return "board sliced reduce";
   }
   return "?";
 }

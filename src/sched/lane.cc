@@ -62,6 +62,7 @@ ncclResult_t Lane::runStep(Comm& comm, const dev::StreamRef& stream, StepState* 
   Step& s = cur_;
   if (s.kind == Step::Kind::BoardReduce || s.kind == Step::Kind::BoardGather) return runBoardStep(comm, state);
   if (s.kind == Step::Kind::BoardReadGather) return runBoardReadStep(comm, state);
+  if (s.kind == Step::Kind::BoardSliceReduce) return runBoardSliceStep(comm, state);
   dev::Backend& be = *comm.backend;
   const size_t esize = dev::typeSize(s.type);
   const size_t remaining = s.bytes - done_;
@@ -133,7 +134,8 @@ ncclResult_t Lane::runStep(Comm& comm, const dev::StreamRef& stream, StepState* 
     }
     case Step::Kind::BoardReduce:
     case Step::Kind::BoardGather:
-    case Step::Kind::BoardReadGather: break;  // runBoardStep, runBoardReadStep
+    case Step::Kind::BoardReadGather:
+    case Step::Kind::BoardSliceReduce: break;  // runBoardStep, runBoardReadStep, runBoardSliceStep
     case Step::Kind::RecvReduceSend:
     case Step::Kind::RecvCopySend: {
       PeerConnection* inConn;
@@ -197,6 +199,7 @@ ncclResult_t Lane::advance(Comm& comm, const dev::StreamRef& stream, bool* progr
       boardSeq_ = 0;
       boardNext_ = 0;
       boardRead_ = false;
+      boardSliced_ = false;
       if (resumeSeq_ != 0 && (cur_.kind == Step::Kind::BoardReduce || cur_.kind == Step::Kind::BoardGather)) {
         boardSeq_ = resumeSeq_;
         boardNext_ = resumeNext_;

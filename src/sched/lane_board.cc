@@ -11,6 +11,23 @@
 
 namespace accl {
 
+ncclResult_t Lane::checkBoardPeer(Comm& comm, int peer, const char* what) {
+  // A peer that died never posts: its closed connection (if made; Comm::fail closes them all)
+  // ends the wait, else the executor's peer checks do.
+  if (PeerConnection* conn = peer == comm.rank ? nullptr : comm.conns[peer].get()) {
+    const void* buf;
+    size_t avail;
+    NCCLCHECK(conn->recv()->peek(&buf, &avail));
+  }
+  if (comm.board.hasDeparted(peer)) {
+    WARN("rank %d: ShmDirect: %s destroyed its communicator (ncclCommDestroy) while this rank waits for its "
+         "%s (it never made this call, or left it early)",
+         comm.rank, comm.describePeer(peer).c_str(), what);
+    return ncclRemoteError;
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t Lane::runBoardStep(Comm& comm, StepState* state) {
   const Step& s = cur_;
   Board& board = comm.board;
@@ -44,19 +61,7 @@ ncclResult_t Lane::runBoardStep(Comm& comm, StepState* state) {
     moved = moved || boardNext_ != before;
     if (!all) {
       waitRecv_ = boardNext_;
-      // A peer that died never posts: its closed connection (if made; Comm::fail closes them
-      // all) ends the wait, else the executor's peer checks do.
-      if (PeerConnection* conn = boardNext_ == comm.rank ? nullptr : comm.conns[boardNext_].get()) {
-        const void* buf;
-        size_t avail;
-        NCCLCHECK(conn->recv()->peek(&buf, &avail));
-      }
-      if (board.hasDeparted(boardNext_)) {
-        WARN("rank %d: ShmDirect: %s destroyed its communicator (ncclCommDestroy) while this rank waits for its "
-             "input (it never made this call, or left it early)",
-             comm.rank, comm.describePeer(boardNext_).c_str());
-        return ncclRemoteError;
-      }
+      NCCLCHECK(checkBoardPeer(comm, boardNext_, "input"));
       if (moved) *state = StepState::Moved;
       return ncclSuccess;
     }

@@ -74,7 +74,10 @@ void addAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, const Comm& c
   const bool readInPlace =
       algo == Algo::ShmDirect && useShmRead(op.kind, bytes, c.nranks, hostBoard && c.board.peersReadable);
   INFO(kSubsysTuning, "%s: %zu bytes on %d ranks -> %s%s", opKindName(op.kind), bytes, c.nranks, algoName(algo),
-       rankOrder ? " (rank order)" : readInPlace ? " (inputs read in place)" : "");
+       rankOrder                                                          ? " (rank order)"
+       : readInPlace                                                      ? " (inputs read in place)"
+       : algo == Algo::ShmDirect && useShmSlices(op.kind, bytes, c.nranks) ? " (in slices)"
+                                                                          : "");
   if (rankOrder) {
     addRankOrderAlgorithm(lane, op, a, algo, stream);
     return;
@@ -82,7 +85,7 @@ void addAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, const Comm& c
   switch (op.kind) {
     case OpKind::AllReduce:
       if (algo == Algo::ShmDirect) {
-        lane.add(makeShmDirectAllReduce(a));
+        lane.add(useShmSlices(op.kind, bytes, c.nranks) ? makeShmSlicedAllReduce(a) : makeShmDirectAllReduce(a));
       } else if (algo == Algo::Tree) {
         addRecursiveDoubling(lane, a, c.ringBytes / 2);
       } else {

@@ -9,11 +9,18 @@ size_t shmDirectLimit(OpKind kind, int nranks, int64_t overrideBytes) {
   // Crossovers of ShmDirect against the default (Tree/Ring) measured side by side on 2 vCPUs,
   // out-of-place, best-of-5 and median agreeing (in-place agrees except all-gather at np2):
   //   for a in "" ShmDirect: NCCL_ALGO=$a accl-run -np N all_{reduce,gather}_perf -b 2K -e 16M -f 2 -c 0 -y 1
-  // All-reduce: ShmDirect 1.1-1.8x faster up to 64 KiB per rank at np 2, 4 and 8, 0.7-1.0x from
-  // 128 KiB (every rank reduces every input, so it loses once bandwidth counts).
   // All-gather (per-rank input): np2 within 5% either way above 8 KiB; np4 1.3-1.5x up to
   // 256 KiB, even at 512K-1M; np8 1.3-3x up to 512 KiB.
-  if (kind == OpKind::AllReduce) return 64 << 10;
+  // All-reduce, folded in slices from 32 KiB (shmSliceMin), 2-3 rounds interleaved:
+  //   for c in "ShmDirect 1" "ShmDirect 0" "Ring 0" "Tree 0"; do set -- $c; NCCL_ALGO=$1 ACCL_SHM_SLICE_BYTES=$2
+  //     chrt -f 1 accl-run -np N all_reduce_perf -b 2K -e 16M -f 4 -n 200 -w 20 -c 0 -y 1; done
+  //   np2: whole folds win up to 8 KiB (16K: 3.0 vs Ring 2.8 us); the Ring beats slices at
+  //        every size (64K: 6.2 vs 9.2 us, 1M: 67 vs 81), so no board above 8 KiB;
+  //   np4: whole folds up to 16K (8K: 6.1 vs 10 sliced); slices 13-15 us at 32K against Ring
+  //        18-22 and whole 16; even with the Ring at 512K-4M (101-116 vs 94-147 us at 512K);
+  //   np8 (4 ranks a core): slices 39 us at 32K (whole 48, Ring 78), 85 at 128K (200, 125),
+  //        259 at 512K (625-690, 370-440); the Ring wins from 1M (860 vs 1220-1400 us).
+  if (kind == OpKind::AllReduce) return nranks <= 2 ? 8 << 10 : 512 << 10;
   if (nranks <= 2) return 8 << 10;
   if (nranks <= 4) return 256 << 10;
   return 512 << 10;
@@ -34,6 +41,22 @@ size_t shmReadMin(OpKind kind, int nranks, int64_t overrideBytes) {
   // (to be measured on machines with real cores, where OpenMPI uses the same mechanism).
   (void)nranks;
   return 0;
+}
+
+size_t shmSliceMin(OpKind kind, int nranks, int64_t overrideBytes) {
+  if (kind != OpKind::AllReduce) return 0;
+  if (overrideBytes >= 0) return static_cast<size_t>(overrideBytes);
+  // Whole folds (every rank reduces every input, one synchronisation) win while the data is
+  // small; slices (two synchronisations, each rank reads ~2 inputs' worth) from 32 KiB at
+  // np4 and np8, and also at np2 when NCCL_ALGO forces ShmDirect (128K: 16.7 vs 21 us).
+  // Measured with shmDirectLimit's commands above.
+  (void)nranks;
+  return 32 << 10;
+}
+
+bool useShmSlices(OpKind kind, size_t bytes, int nranks) {
+  const size_t min = shmSliceMin(kind, nranks, param::shmSliceBytes());
+  return min > 0 && bytes >= min;
 }
 
 bool useShmRead(OpKind kind, size_t bytes, int nranks, bool boardReads) {

@@ -28,5 +28,10 @@ size_t shmDirectLimit(OpKind kind, int nranks, int64_t overrideBytes);
 size_t shmReadMin(OpKind kind, int nranks, int64_t overrideBytes);
 // Whether a ShmDirect op of `bytes` per rank reads its inputs in place (board that can).
 bool useShmRead(OpKind kind, size_t bytes, int nranks, bool boardReads);
+// Smallest per-rank input from which a ShmDirect all-reduce folds in slices (each rank its
+// 1/n of every input, then all gather the slices) instead of every rank folding everything
+// (0: never; other ops: 0). `overrideBytes` >= 0 (ACCL_SHM_SLICE_BYTES) replaces the table.
+size_t shmSliceMin(OpKind kind, int nranks, int64_t overrideBytes);
+bool useShmSlices(OpKind kind, size_t bytes, int nranks);
 
 }  // namespace accl

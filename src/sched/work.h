@@ -58,6 +58,10 @@ class Lane {
   void finish(const InFlight& f);
   ncclResult_t runBoardStep(Comm& comm, StepState* state);  // lane_board.cc
   ncclResult_t runBoardReadStep(Comm& comm, StepState* state);  // lane_board_read.cc
+  ncclResult_t runBoardSliceStep(Comm& comm, StepState* state);  // lane_board_slices.cc
+  // Board steps waiting for `peer`'s part of the current board operation (`what`: its input,
+  // its reduced slice): an error, with the cause logged, once it can never come.
+  ncclResult_t checkBoardPeer(Comm& comm, int peer, const char* what);
   bool alignSend(SendChannel* ch);
   bool alignRecv(RecvChannel* ch);
 
@@ -76,6 +80,7 @@ class Lane {
   uint64_t boardSeq_ = 0;  // board steps: the sequence number posted (0: not posted yet)
   int boardNext_ = 0;      // board steps: the next rank whose post to consume
   bool boardRead_ = false; // in-place read steps: every input read, this rank's readDone published
+  bool boardSliced_ = false;  // sliced steps: this rank's slice of the chunk reduced and published
   uint64_t resumeSeq_ = 0;  // resumeBoardStep(): where the first board step starts (0: afresh)
   int resumeNext_ = 0;
 };

@@ -71,8 +71,10 @@ TEST(Tuner, ShmDirectRunsSmallAllReducesAndAllGathersWhenThereIsABoard) {
   AlgoPolicy p;
   EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8, 8, 4096), Algo::ShmDirect);
   EXPECT_EQ(chooseAlgo(p, OpKind::AllGather, 4096, 8, 4096), Algo::ShmDirect);
-  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 64 << 10, 8, 4096), Algo::ShmDirect);  // in board-sized chunks
-  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, (64 << 10) + 4, 8, 4096), Algo::Ring);  // above the limit
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 512 << 10, 8, 4096), Algo::ShmDirect);  // in board-sized chunks
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, (512 << 10) + 4, 8, 4096), Algo::Ring);  // above the limit
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8 << 10, 2, 4096), Algo::ShmDirect);
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, (8 << 10) + 4, 2, 4096), Algo::Tree);  // np2: the ring family
   EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8, 8, 0), Algo::Tree);  // no board: ranks on several hosts
   EXPECT_EQ(chooseAlgo(p, OpKind::Broadcast, 8, 8, 4096), Algo::Tree);
   ASSERT_EQ(parseAlgoPolicy("^ShmDirect", &p), ncclSuccess);
@@ -82,9 +84,19 @@ TEST(Tuner, ShmDirectRunsSmallAllReducesAndAllGathersWhenThereIsABoard) {
   EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8, 8, 0), Algo::Tree);                // no board: the default
 }
 
+TEST(Tuner, ShmDirectAllReducesFoldInSlicesFrom32KiB) {
+  EXPECT_FALSE(useShmSlices(OpKind::AllReduce, (32 << 10) - 4, 4));
+  EXPECT_TRUE(useShmSlices(OpKind::AllReduce, 32 << 10, 4));
+  EXPECT_TRUE(useShmSlices(OpKind::AllReduce, 512 << 10, 8));
+  EXPECT_FALSE(useShmSlices(OpKind::AllGather, 512 << 10, 8));  // gathers have nothing to fold
+  EXPECT_EQ(shmSliceMin(OpKind::AllReduce, 4, 0), 0u);         // ACCL_SHM_SLICE_BYTES=0: never
+  EXPECT_EQ(shmSliceMin(OpKind::AllReduce, 4, 4096), 4096u);
+}
+
 TEST(Tuner, ShmDirectLimitsFollowTheMeasuredCrossoversByOpAndRankCount) {
-  EXPECT_EQ(shmDirectLimit(OpKind::AllReduce, 2, -1), size_t{64} << 10);
-  EXPECT_EQ(shmDirectLimit(OpKind::AllReduce, 8, -1), size_t{64} << 10);
+  EXPECT_EQ(shmDirectLimit(OpKind::AllReduce, 2, -1), size_t{8} << 10);
+  EXPECT_EQ(shmDirectLimit(OpKind::AllReduce, 3, -1), size_t{512} << 10);
+  EXPECT_EQ(shmDirectLimit(OpKind::AllReduce, 8, -1), size_t{512} << 10);
   EXPECT_EQ(shmDirectLimit(OpKind::AllGather, 2, -1), size_t{8} << 10);
   EXPECT_EQ(shmDirectLimit(OpKind::AllGather, 3, -1), size_t{256} << 10);
   EXPECT_EQ(shmDirectLimit(OpKind::AllGather, 4, -1), size_t{256} << 10);

@@ -115,6 +115,24 @@ TEST(AlgorithmSimulation, ShmDirectAllReduceSumsEveryElementForAnyRankCountAndCh
     }
 }
 
+// Capacities: whole inputs in one chunk (slices of whole cache lines from 64 * n bytes), and
+// 3 or 2 elements per chunk (some ranks' slices empty).
+TEST(AlgorithmSimulation, ShmSlicedAllReduceSumsEveryElementForAnyRankCountAndChunking) {
+  for (size_t boardBytes : {World::kBoardBytes, size_t{12}, size_t{9}})
+    for (const Case& c : cases(false)) {
+      simulate(
+          makeShmSlicedAllReduce, c, c.count, c.count,
+          [&](int r, const auto& out, const auto& in) {
+            for (size_t i = 0; i < c.count; i++) {
+              int32_t want = 0;
+              for (int p = 0; p < c.n; p++) want += in[p][i];
+              ASSERT_EQ(out[i], want) << "rank " << r << " n " << c.n << " board " << boardBytes;
+            }
+          },
+          boardBytes);
+    }
+}
+
 TEST(AlgorithmSimulation, ShmDirectAllGatherPlacesEveryRanksBlockForAnyChunking) {
   for (size_t boardBytes : {World::kBoardBytes, size_t{12}, size_t{9}})
     for (const Case& c : cases(false)) {
@@ -131,7 +149,9 @@ TEST(AlgorithmSimulation, ShmDirectAllGatherPlacesEveryRanksBlockForAnyChunking)
 
 // Back-to-back board operations reuse each rank's two slots; ranks run at different speeds
 // (rank r advances r+1 times per round), so fast ones post while slow ones still read.
-TEST(AlgorithmSimulation, ShmDirectOperationsBackToBackNeverReadAReusedSlot) {
+// `kinds`: which ops fold whole (false) or in slices (true), cycled; sliced ops of 5 int32
+// leave some ranks' slices empty, so those ranks publish without waiting for any post.
+void backToBackBoardOps(const std::vector<bool>& kinds, bool inPlace) {
   constexpr int kOps = 7;
   for (int n : {2, 3, 5, 8}) {
     World world(n, 256);
@@ -142,17 +162,17 @@ TEST(AlgorithmSimulation, ShmDirectOperationsBackToBackNeverReadAReusedSlot) {
       for (int k = 0; k < kOps; k++) {
         in[r].push_back(std::vector<int32_t>(count));
         for (size_t i = 0; i < count; i++) in[r][k][i] = (k + 1) * 100 + r * 10 + static_cast<int32_t>(i);
-        out[r].push_back(std::vector<int32_t>(count, -1));
+        out[r].push_back(inPlace ? in[r][k] : std::vector<int32_t>(count, -1));
       }
       for (int k = 0; k < kOps; k++) {
         CollArgs a;
-        a.src = reinterpret_cast<const char*>(in[r][k].data());
+        a.src = reinterpret_cast<const char*>(inPlace ? out[r][k].data() : in[r][k].data());
         a.dst = reinterpret_cast<char*>(out[r][k].data());
         a.count = count;
         a.type = ncclInt32;
         a.rank = r;
         a.nranks = n;
-        lanes[r].add(makeShmDirectAllReduce(a));
+        lanes[r].add(kinds[k % kinds.size()] ? makeShmSlicedAllReduce(a) : makeShmDirectAllReduce(a));
       }
     }
     for (bool all = false; !all;) {
@@ -174,6 +194,16 @@ TEST(AlgorithmSimulation, ShmDirectOperationsBackToBackNeverReadAReusedSlot) {
           ASSERT_EQ(out[r][k][i], want) << "rank " << r << " op " << k << " n " << n;
         }
   }
+}
+
+TEST(AlgorithmSimulation, ShmDirectOperationsBackToBackNeverReadAReusedSlot) { backToBackBoardOps({false}, false); }
+TEST(AlgorithmSimulation, ShmSlicedOperationsBackToBackNeverReadAReusedSlot) {
+  backToBackBoardOps({true}, false);
+  backToBackBoardOps({true}, true);
+}
+TEST(AlgorithmSimulation, ShmSlicedAndWholeOperationsMixBackToBack) {
+  backToBackBoardOps({true, false, false, true}, false);
+  backToBackBoardOps({false, true}, true);
 }
 
 TEST(AlgorithmSimulation, RingAllGatherPlacesEveryRanksBlock) {

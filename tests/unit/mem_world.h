@@ -79,6 +79,7 @@ struct World {
     // The ShmDirect board: two slots per rank, in ordinary memory (one process here).
     const size_t stride = boardSlotStride(boardBytes);
     boardMemory.assign(n * 2 * stride / sizeof(uint64_t), 0);
+    slicedFlags = std::make_unique<std::atomic<uint64_t>[]>(n);
     for (int r = 0; r < n; r++) {
       Board& b = comms[r]->board;
       b.capacity = boardBytes;
@@ -87,10 +88,12 @@ struct World {
           b.slots[parity].push_back(reinterpret_cast<BoardSlot*>(
               reinterpret_cast<char*>(boardMemory.data()) + (p * 2 + parity) * stride));
       b.bells.assign(n, nullptr);
+      for (int p = 0; p < n; p++) b.sliced.push_back(&slicedFlags[p]);
     }
   }
   static constexpr size_t kBoardBytes = 4096;
   std::vector<uint64_t> boardMemory;
+  std::unique_ptr<std::atomic<uint64_t>[]> slicedFlags;  // Board::sliced, [rank]
   MemRing* ring(int from, int to) { return rings[from * n + to].get(); }
   // Runs one lane per rank round-robin; false if no rank can move (deadlock).
   bool run(std::vector<Lane>& lanes) {

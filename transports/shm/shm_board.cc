@@ -12,11 +12,13 @@ namespace accl {
 namespace {
 
 // Layout: the owner's doorbell (one cache line), its departed flag (one cache line, written
-// once), its read-done sequence (one cache line), then slot 0 and slot 1.
+// once), its read-done sequence (one cache line), its sliced sequence (one cache line), then
+// slot 0 and slot 1.
 constexpr size_t kBellBytes = 64;
 constexpr size_t kDepartedOffset = kBellBytes;
 constexpr size_t kReadDoneOffset = kDepartedOffset + 64;
-constexpr size_t kSlotsOffset = kReadDoneOffset + 64;
+constexpr size_t kSlicedOffset = kReadDoneOffset + 64;
+constexpr size_t kSlotsOffset = kSlicedOffset + 64;
 static_assert(sizeof(Doorbell) <= kBellBytes);
 size_t segmentBytes(size_t slotBytes) { return kSlotsOffset + 2 * boardSlotStride(slotBytes); }
 
@@ -79,6 +81,7 @@ ncclResult_t ShmBoard::create(Bootstrap& bs, int rank, int nranks, uint64_t nonc
       new (m->base) Doorbell();
       new (m->at(kDepartedOffset)) std::atomic<uint32_t>(0);
       new (m->at(kReadDoneOffset)) std::atomic<uint64_t>(0);
+      new (m->at(kSlicedOffset)) std::atomic<uint64_t>(0);
       b->maps_[rank] = std::move(m);
       where[rank].fd = b->fd_;
     }
@@ -143,6 +146,7 @@ void ShmBoard::fill(Board* out) const {
   out->peersReadable = peersReadable_ && out->capacity >= sizeof(BoardAddressPost);
   out->pids = pids_;
   for (auto& m : maps_) out->readDone.push_back(reinterpret_cast<std::atomic<uint64_t>*>(m->at(kReadDoneOffset)));
+  for (auto& m : maps_) out->sliced.push_back(reinterpret_cast<std::atomic<uint64_t>*>(m->at(kSlicedOffset)));
 }
 
 }  // namespace accl
