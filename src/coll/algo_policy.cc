@@ -21,8 +21,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
   }
 }
 
-// Functions (kFuncNames index) that ShmDirect implements: AllGather, AllReduce.
-bool hasShmDirect(int f) { return f == 2 || f == 4; }
 
 // Parses "[^]name,name" into a bit set of allowed algorithms.
 ncclResult_t parseList(const std::string& full, std::string list, uint8_t* out) {
@@ -37,12 +35,14 @@ ncclResult_t parseList(const std::string& full, std::string list, uint8_t* out) 
       bits |= kAlgoTree;
     } else if (strcasecmp(tok.c_str(), "ShmDirect") == 0) {
       bits |= kAlgoShmDirect;
+    } else if (strcasecmp(tok.c_str(), "AllPairs") == 0) {
+      bits |= kAlgoAllPairs;
     } else {
       bool known = false;
       for (const char* k : kKnownUnimplemented) known = known || strcasecmp(tok.c_str(), k) == 0;
       if (!known) {
-        WARN("NCCL_ALGO=\"%s\": unknown algorithm \"%s\" (known: Ring, Tree, ShmDirect, CollNetDirect, CollNetChain, "
-             "NVLS, NVLSTree, PAT)",
+        WARN("NCCL_ALGO=\"%s\": unknown algorithm \"%s\" (known: Ring, Tree, ShmDirect, AllPairs, CollNetDirect, "
+             "CollNetChain, NVLS, NVLSTree, PAT)",
              full.c_str(), tok.c_str());
         return ncclInvalidUsage;
       }
@@ -53,6 +53,12 @@ ncclResult_t parseList(const std::string& full, std::string list, uint8_t* out) 
 }
 
 }  // namespace
+
+uint8_t extraAlgos(int f) {
+  if (f == 2) return kAlgoShmDirect;
+  if (f == 4) return kAlgoShmDirect | kAlgoAllPairs;
+  return 0;
+}
 
 ncclResult_t parseAlgoPolicy(const std::string& text, AlgoPolicy* out) {
   AlgoPolicy p;
@@ -73,10 +79,12 @@ ncclResult_t parseAlgoPolicy(const std::string& text, AlgoPolicy* out) {
       }
       uint8_t bits;
       if (parseList(text, e, &bits) != ncclSuccess) return ncclInvalidUsage;
-      // A list for every function: those without ShmDirect keep Ring and Tree when it names
-      // only ShmDirect, so NCCL_ALGO=ShmDirect forces it where it exists.
+      // A list for every function: a function that has none of the listed algorithms keeps
+      // Ring and Tree when the list names only our own ones (ShmDirect, AllPairs), so
+      // NCCL_ALGO=ShmDirect or AllPairs forces it where it exists.
+      const bool onlyOurs = bits != 0 && (bits & (kAlgoRing | kAlgoTree)) == 0;
       for (int f = 0; f < 5; f++)
-        p.allowed[f] = !hasShmDirect(f) && bits == kAlgoShmDirect ? (kAlgoRing | kAlgoTree) : bits;
+        p.allowed[f] = onlyOurs && (bits & extraAlgos(f)) == 0 ? (kAlgoRing | kAlgoTree) : bits;
       continue;
     }
     std::string func = e.substr(0, colon);
@@ -92,9 +100,10 @@ ncclResult_t parseAlgoPolicy(const std::string& text, AlgoPolicy* out) {
     if (parseList(text, e.substr(colon + 1), &p.allowed[f]) != ncclSuccess) return ncclInvalidUsage;
   }
   for (int f = 0; f < 5; f++) {
-    if (!hasShmDirect(f) && p.allowed[f] != kAlgoShmDirect) p.allowed[f] &= kAlgoRing | kAlgoTree;
-    if ((p.allowed[f] & (kAlgoRing | kAlgoTree)) == 0 && !(hasShmDirect(f) && (p.allowed[f] & kAlgoShmDirect))) {
-      WARN("NCCL_ALGO=\"%s\" leaves no algorithm ACCL implements for %s (ACCL has Ring, Tree and ShmDirect)",
+    p.allowed[f] &= kAlgoRing | kAlgoTree | extraAlgos(f);
+    if (p.allowed[f] == 0) {
+      WARN("NCCL_ALGO=\"%s\" leaves no algorithm ACCL implements for %s (ACCL has Ring and Tree for every "
+           "function, ShmDirect for AllGather and AllReduce, AllPairs for AllReduce)",
            text.c_str(), kFuncNames[f]);
       return ncclInvalidUsage;
     }

@@ -6,13 +6,19 @@
 
 namespace accl {
 
-enum AlgoBit : uint8_t { kAlgoRing = 1, kAlgoTree = 2, kAlgoShmDirect = 4 };
-constexpr uint8_t kAlgoAll = kAlgoRing | kAlgoTree | kAlgoShmDirect;
+// AllPairs (ours): every rank sends its whole input to every peer over its connections and
+// folds all inputs in rank order (one hop; coll/rank_order_reduce.cc, the gathered shape).
+enum AlgoBit : uint8_t { kAlgoRing = 1, kAlgoTree = 2, kAlgoShmDirect = 4, kAlgoAllPairs = 8 };
+constexpr uint8_t kAlgoAll = kAlgoRing | kAlgoTree | kAlgoShmDirect | kAlgoAllPairs;
+
+// The algorithms function f (index below) has besides Ring and Tree: ShmDirect for AllGather
+// and AllReduce, AllPairs for AllReduce.
+uint8_t extraAlgos(int f);
 
 struct AlgoPolicy {
   // Allowed algorithms per function: Broadcast, Reduce, AllGather, ReduceScatter, AllReduce.
-  // ShmDirect exists for AllGather and AllReduce only.
-  uint8_t allowed[5] = {kAlgoRing | kAlgoTree, kAlgoRing | kAlgoTree, kAlgoAll, kAlgoRing | kAlgoTree, kAlgoAll};
+  uint8_t allowed[5] = {kAlgoRing | kAlgoTree, kAlgoRing | kAlgoTree, kAlgoRing | kAlgoTree | kAlgoShmDirect,
+                        kAlgoRing | kAlgoTree, kAlgoAll};
 };
 
 // Parses an NCCL_ALGO value ("" = all allowed). Errors are ncclInvalidUsage with a WARN.

@@ -2,7 +2,8 @@
 //   ring_allreduce.cc, recursive_doubling_allreduce.cc, ring_allgather.cc,
 //   ring_reduce_scatter.cc, ring_broadcast.cc, chain_reduce.cc, direct.cc (flat trees:
 //   broadcast, reduce, gather, scatter for small messages and rooted ops), rank_order_reduce.cc
-//   (ACCL_DETERMINISTIC: every element reduced left to right in rank order), shm_direct.cc
+//   (ACCL_DETERMINISTIC: every element reduced left to right in rank order; its gathered
+//   all-reduce is also NCCL_ALGO=AllPairs), shm_direct.cc
 //   (small all-reduce/all-gather through the shared-memory board; also rank order).
 // Counts are in elements; buffers are the op's (already pre-scaled) input and output.
 #pragma once

@@ -68,9 +68,9 @@ void addAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, const Comm& c
   const bool hostBoard = c.backend->hostBuffers();
   Algo algo = chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks, hostBoard ? c.board.capacity : 0,
                          hostBoard && c.board.peersReadable);
-  // ShmDirect folds in rank order already ((x0 op x1) op x2 ..., the same on every rank).
-  const bool rankOrder =
-      isReduction(op.kind) && c.deterministic.load(std::memory_order_relaxed) && algo != Algo::ShmDirect;
+  // ShmDirect and AllPairs fold in rank order already ((x0 op x1) op x2 ..., the same on every rank).
+  const bool rankOrder = isReduction(op.kind) && c.deterministic.load(std::memory_order_relaxed) &&
+                         algo != Algo::ShmDirect && algo != Algo::AllPairs;
   const bool readInPlace =
       algo == Algo::ShmDirect && useShmRead(op.kind, bytes, c.nranks, hostBoard && c.board.peersReadable);
   INFO(kSubsysTuning, "%s: %zu bytes on %d ranks -> %s%s", opKindName(op.kind), bytes, c.nranks, algoName(algo),
@@ -86,6 +86,9 @@ void addAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, const Comm& c
     case OpKind::AllReduce:
       if (algo == Algo::ShmDirect) {
         lane.add(useShmSlices(op.kind, bytes, c.nranks) ? makeShmSlicedAllReduce(a) : makeShmDirectAllReduce(a));
+      } else if (algo == Algo::AllPairs) {
+        // The deterministic mode's one-hop shape: inputs to every rank, folded in rank order.
+        lane.add(makeRankOrderGatheredAllReduce(a), stream);
       } else if (algo == Algo::Tree) {
         addRecursiveDoubling(lane, a, c.ringBytes / 2);
       } else {

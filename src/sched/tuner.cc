@@ -59,6 +59,20 @@ bool useShmSlices(OpKind kind, size_t bytes, int nranks) {
   return min > 0 && bytes >= min;
 }
 
+size_t allPairsLimit(int nranks, int64_t overrideBytes) {
+  if (overrideBytes >= 0) return static_cast<size_t>(overrideBytes);
+  // Measured over sockets on 2 vCPUs (NCCL_SHM_DISABLE=1), interleaved, against recursive
+  // doubling (Tree):
+  //   for a in Tree AllPairs: NCCL_ALGO=$a accl-run -np N all_reduce_perf -b S -e S -c 0 -y 1
+  // np2: the same messages (one exchange) without the local copy; 8 B 16.8/25.1 us (best/median
+  // of 8) vs 19.4/23.1, 32 KiB 44.5/45.8 vs 43.6/52.1: equal within the noise, so AllPairs
+  // takes the Tree's sizes. np3 and np4 (ranks share the cores) 8 B: 1.3-1.5x slower on
+  // loopback, up to 4x across network namespaces: n-1 sends and receives per rank cost more
+  // CPU than recursive doubling's log2(n) rounds when ranks wait for cores, not for the wire.
+  // Not measured where every rank has its own core or host (one hop against log2(n) there).
+  return nranks == 2 ? size_t{64} << 10 : 0;
+}
+
 bool useShmRead(OpKind kind, size_t bytes, int nranks, bool boardReads) {
   const size_t min = shmReadMin(kind, nranks, param::shmReadBytes());
   return boardReads && min > 0 && bytes >= min;
@@ -83,6 +97,11 @@ Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks,
   if (boardKind && bytes <= shmDirectLimit(kind, nranks, param::shmDirectBytes()) && (allowed & kAlgoShmDirect))
     return Algo::ShmDirect;
   if (boardKind && useShmRead(kind, bytes, nranks, boardReads) && (allowed & kAlgoShmDirect)) return Algo::ShmDirect;
+  // AllPairs: all-reduces over connections (no board, or NCCL_ALGO leaves nothing else).
+  if (kind == OpKind::AllReduce && (allowed & kAlgoAllPairs)) {
+    if ((allowed & (kAlgoRing | kAlgoTree)) == 0) return Algo::AllPairs;  // forced: any size, piece by piece
+    if (boardBytes == 0 && bytes <= allPairsLimit(nranks, param::allPairsBytes())) return Algo::AllPairs;
+  }
   allowed &= kAlgoRing | kAlgoTree;
   if (allowed == 0) allowed = kAlgoRing | kAlgoTree;  // only ShmDirect allowed, and it cannot run
   if (allowed == kAlgoRing) return Algo::Ring;
@@ -98,6 +117,7 @@ const char* algoName(Algo a) {
     case Algo::Ring: return "Ring";
     case Algo::Tree: return "Tree";
     case Algo::ShmDirect: return "ShmDirect";
+    case Algo::AllPairs: return "AllPairs";
   }
   return "?";
 }

@@ -1,8 +1,9 @@
 // tuner.h: which algorithm runs an op. NCCL_ALGO is parsed with NCCL's grammar; its "Ring"
 // maps to our ring/chain algorithms and "Tree" to our latency algorithms (recursive
 // doubling, flat trees). "ShmDirect" (ours) is the shared-memory board for small all-reduces
-// and all-gathers when every rank is on one host. Other NCCL algorithm names are accepted but
-// not implemented here.
+// and all-gathers when every rank is on one host; "AllPairs" (ours) the one-hop all-reduce over
+// connections (every rank sends its input to every peer and folds all of them in rank order).
+// Other NCCL algorithm names are accepted but not implemented here.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -12,7 +13,7 @@
 
 namespace accl {
 
-enum class Algo { Ring, Tree, ShmDirect };
+enum class Algo { Ring, Tree, ShmDirect, AllPairs };
 // Picks the algorithm for an op of `bytes` per rank on a communicator of n ranks.
 // `boardBytes`: the slot size of the communicator's shared-memory board (0: none, e.g. ranks
 // on several hosts or NCCL_SHM_DISABLE=1); ShmDirect runs any size through it in chunks.
@@ -20,6 +21,9 @@ enum class Algo { Ring, Tree, ShmDirect };
 Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks, size_t boardBytes = 0,
                 bool boardReads = false);
 const char* algoName(Algo a);
+// Largest per-rank input of an all-reduce the tuner gives AllPairs on n ranks without a board
+// (0: never). `overrideBytes` >= 0 (ACCL_ALL_PAIRS_BYTES) replaces the measured table.
+size_t allPairsLimit(int nranks, int64_t overrideBytes);
 // Largest per-rank input the tuner gives ShmDirect for an all-reduce or all-gather on n ranks
 // (0 for other ops). `overrideBytes` >= 0 (ACCL_SHM_DIRECT_BYTES) replaces the measured table.
 size_t shmDirectLimit(OpKind kind, int nranks, int64_t overrideBytes);

@@ -129,6 +129,18 @@ TEST_P(AllGatherReadInPlaceOnThreads, EveryCaseMatchesTheReference) {
 INSTANTIATE_TEST_SUITE_P(, AllGatherReadInPlaceOnThreads, testing::Values(2, 3, 8),
                          [](const testing::TestParamInfo<int>& info) { return ranksName(info.param); });
 
+// AllPairs forced (every rank sends its input to every peer and folds them in rank order): every
+// size, piece by piece, over sockets (where the tuner picks it for small 2-rank all-reduces) and
+// over shared-memory rings.
+INSTANTIATE_TEST_SUITE_P(AllPairs, ForcedAlgorithmMatrixOnThreads,
+                         testing::Values(ForcedParam{"AllPairs", 1, true}, ForcedParam{"AllPairs", 2, true},
+                                         ForcedParam{"AllPairs", 3, true}, ForcedParam{"AllPairs", 4, true},
+                                         ForcedParam{"AllPairs", 3, false}),
+                         [](const testing::TestParamInfo<ForcedParam>& info) {
+                           return std::string(std::get<0>(info.param)) + "On" + ranksName(std::get<1>(info.param)) +
+                                  (std::get<2>(info.param) ? "OverSockets" : "OverSharedMemory");
+                         });
+
 // ShmDirect (the shared-memory board) forced: all-reduces of every size run on it, in chunks of
 // its capacity; without shared memory it cannot run.
 INSTANTIATE_TEST_SUITE_P(ShmDirect, ForcedAlgorithmMatrixOnThreads,

@@ -128,7 +128,7 @@ struct Case {
 // Every op at an odd count (1001); sum also at 1 and 7 (fewer elements than ranks) and, for
 // float32 and bfloat16, past one 128 KiB chunk at a count no rank count divides. Five or more
 // ranks (slow on small machines) check the three float types whose rounding differs most.
-std::vector<Case> cases(int n) {
+std::vector<Case> cases(int n, bool onlyAllReduce) {
   std::vector<Case> v;
   std::vector<ncclDataType_t> types = {ncclFloat32, ncclBfloat16, ncclFloat8e4m3};
   if (n < 5) types.insert(types.end(), {ncclFloat16, ncclFloat64, ncclInt32});
@@ -138,6 +138,7 @@ std::vector<Case> cases(int n) {
     k++;
   };
   for (Coll coll : {Coll::AllReduce, Coll::Reduce, Coll::ReduceScatter}) {
+    if (onlyAllReduce && coll != Coll::AllReduce) continue;
     for (ncclDataType_t type : types) {
       for (Op op : {Op::Sum, Op::Prod, Op::Max, Op::Min, Op::Avg, Op::PreMulSum}) add(coll, type, op, 1001);
       for (size_t count : {size_t{1}, size_t{7}}) add(coll, type, Op::Sum, count);
@@ -164,9 +165,9 @@ std::string describe(const Case& c) {
   } while (0)
 
 // Runs every case on this rank and checks its output against the rank-order reference.
-std::vector<std::string> checkRankOrder(ncclComm_t comm, int rank, int n) {
+std::vector<std::string> checkRankOrder(ncclComm_t comm, int rank, int n, bool onlyAllReduce = false) {
   std::vector<std::string> errors;
-  for (const Case& c : cases(n)) {
+  for (const Case& c : cases(n, onlyAllReduce)) {
     const size_t es = typeSize(c.type);
     const size_t inElems = c.coll == Coll::ReduceScatter ? c.count * n : c.count;
     const uint64_t seed = mix(static_cast<uint64_t>(c.coll) * 131 + c.type * 17 + static_cast<int>(c.op) * 5 + c.count);
@@ -300,6 +301,37 @@ INSTANTIATE_TEST_SUITE_P(, DeterministicReductions,
                                          Variant{2, false, false, "Tree", ""}, Variant{4, false, false, "Ring", "8192"},
                                          Variant{6, false, false, "", ""}),
                          variantName);
+
+// NCCL_ALGO=AllPairs folds every all-reduce in rank order without the deterministic mode: the
+// same bits as ACCL_DETERMINISTIC=1, on every rank, over sockets (ranks as processes).
+using AllPairsVariant = std::tuple<int, bool>;  // ranks, sockets
+class AllPairsAllReduce : public testing::TestWithParam<AllPairsVariant> {};
+
+TEST_P(AllPairsAllReduce, EveryElementHasTheRankOrderBitsWithoutTheDeterministicMode) {
+  const auto [n, sockets] = GetParam();
+  if (const ChildRole* role = childRole()) {
+    ncclComm_t comm;
+    ASSERT_EQ(initChildRankComm(*role, &comm), ncclSuccess);
+    int enabled = -1;
+    ASSERT_EQ(ncclCommGetDeterministic(comm, &enabled), ncclSuccess);
+    EXPECT_EQ(enabled, 0);
+    std::vector<std::string> errors = checkRankOrder(comm, role->rank, n, true);
+    EXPECT_TRUE(errors.empty()) << join(errors);
+    ncclCommDestroy(comm);
+    return;
+  }
+  std::vector<std::string> env = {"NCCL_ALGO=AllPairs"};
+  if (sockets) env.push_back("NCCL_SHM_DISABLE=1");
+  ChildResult result = runChildProcesses(n, true, 0, env, 300);
+  EXPECT_TRUE(result.ok) << result.report;
+}
+
+INSTANTIATE_TEST_SUITE_P(, AllPairsAllReduce,
+                         testing::Values(AllPairsVariant{2, true}, AllPairsVariant{4, true}, AllPairsVariant{3, false}),
+                         [](const testing::TestParamInfo<AllPairsVariant>& info) {
+                           return std::to_string(std::get<0>(info.param)) + "Processes" +
+                                  (std::get<1>(info.param) ? "Sockets" : "Shm");
+                         });
 
 TEST(DeterministicSwitch, RejectsBadArgumentsAndKeepsTheMode) {
   ncclComm_t comm;

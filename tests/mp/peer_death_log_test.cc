@@ -1,7 +1,8 @@
 // SIGKILL one of four rank processes in the middle of a long series of all-reduces (NULL
 // stream): every survivor's ncclAllReduce returns ncclRemoteError or ncclSystemError within
 // 10 s, ncclCommGetAsyncError then reports it, and the survivor's NCCL_DEBUG=WARN log names
-// the lost rank. Over shared memory and over sockets (NCCL_SHM_DISABLE=1).
+// the lost rank. Over shared memory and over sockets (NCCL_SHM_DISABLE=1), and over sockets with
+// NCCL_ALGO=AllPairs (every rank waits for every peer's input, in rank order).
 // Each survivor's log is its NCCL_DEBUG_FILE.
 // (tests/mp/failure_shrink_test.cc covers recovery by ncclCommShrink; this file covers what a
 // user sees: result codes and the log.)
@@ -49,11 +50,18 @@ struct Shared {
 };
 
 // Body of one rank process; never returns.
-[[noreturn]] void rankMain(Shared* sh, int rank, bool sockets, const std::string& logPath) {
+// How the ranks talk: transport, and the all-reduce algorithm forced (nullptr: the tuner's).
+struct Variant {
+  bool sockets;
+  const char* algo;
+};
+
+[[noreturn]] void rankMain(Shared* sh, int rank, const Variant& v, const std::string& logPath) {
   alarm(60);  // last-resort guard: a hung rank dies instead of hanging the test
   setenv("NCCL_DEBUG", "WARN", 1);
   setenv("NCCL_DEBUG_FILE", logPath.c_str(), 1);
-  if (sockets) setenv("NCCL_SHM_DISABLE", "1", 1);
+  if (v.sockets) setenv("NCCL_SHM_DISABLE", "1", 1);
+  if (v.algo) setenv("NCCL_ALGO", v.algo, 1);
   if (rank == 0) {
     if (ncclGetUniqueId(&sh->id) != ncclSuccess) _exit(11);
     sh->idReady.store(1);
@@ -95,7 +103,7 @@ struct Outcome {
 
 // Forks kRanks rank processes, SIGKILLs kVictim after every rank did kItersBeforeKill
 // all-reduces, and collects what the survivors recorded and logged.
-void runScenario(bool sockets, Outcome* out) {
+void runScenario(const Variant& v, Outcome* out) {
   auto* sh = static_cast<Shared*>(
       mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(sh, MAP_FAILED);
@@ -111,7 +119,7 @@ void runScenario(bool sockets, Outcome* out) {
   for (int r = 0; r < kRanks; r++) {
     pids[r] = fork();
     ASSERT_GE(pids[r], 0);
-    if (pids[r] == 0) rankMain(sh, r, sockets, logOf(r));
+    if (pids[r] == 0) rankMain(sh, r, v, logOf(r));
   }
   const int64_t startNs = nowNs();
   while (!out->allRunning && nowNs() - startNs < 30'000'000'000) {
@@ -150,7 +158,7 @@ void runScenario(bool sockets, Outcome* out) {
 
 const std::string kLost = "rank " + std::to_string(kVictim);
 
-class KillOneRankProcess : public testing::TestWithParam<bool> {
+class KillOneRankProcess : public testing::TestWithParam<Variant> {
  protected:
   void SetUp() override {
     runScenario(GetParam(), &out_);
@@ -196,8 +204,11 @@ TEST_P(KillOneRankProcess, EverySurvivorsLogNamesTheLostRank) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(, KillOneRankProcess, testing::Bool(), [](const testing::TestParamInfo<bool>& info) {
-  return info.param ? std::string("OverSockets") : std::string("OverSharedMemory");
-});
+INSTANTIATE_TEST_SUITE_P(, KillOneRankProcess,
+                         testing::Values(Variant{false, nullptr}, Variant{true, nullptr}, Variant{true, "AllPairs"}),
+                         [](const testing::TestParamInfo<Variant>& info) {
+                           return std::string(info.param.sockets ? "OverSockets" : "OverSharedMemory") +
+                                  (info.param.algo ? std::string("With") + info.param.algo : std::string());
+                         });
 
 }  // namespace

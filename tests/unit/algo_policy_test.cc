@@ -10,7 +10,7 @@ constexpr int kBroadcast = 0, kAllGather = 2, kAllReduce = 4;
 TEST(AlgoPolicy, EmptyValueAllowsEverything) {
   AlgoPolicy p;
   ASSERT_EQ(parseAlgoPolicy("", &p), ncclSuccess);
-  EXPECT_EQ(p.allowed[kAllReduce], kAlgoRing | kAlgoTree | kAlgoShmDirect);
+  EXPECT_EQ(p.allowed[kAllReduce], kAlgoRing | kAlgoTree | kAlgoShmDirect | kAlgoAllPairs);
   EXPECT_EQ(p.allowed[kAllGather], kAlgoRing | kAlgoTree | kAlgoShmDirect);
   EXPECT_EQ(p.allowed[kBroadcast], kAlgoRing | kAlgoTree);
 }
@@ -24,7 +24,8 @@ TEST(AlgoPolicy, ListAppliesToEveryFunctionCaseInsensitively) {
 TEST(AlgoPolicy, CaretExcludesTheListedAlgorithms) {
   AlgoPolicy p;
   ASSERT_EQ(parseAlgoPolicy("^tree", &p), ncclSuccess);
-  EXPECT_EQ(p.allowed[kAllReduce], kAlgoRing | kAlgoShmDirect);
+  EXPECT_EQ(p.allowed[kAllReduce], kAlgoRing | kAlgoShmDirect | kAlgoAllPairs);
+  EXPECT_EQ(p.allowed[kAllGather], kAlgoRing | kAlgoShmDirect);
 }
 
 TEST(AlgoPolicy, PerFunctionEntriesOverrideTheFirstEntry) {
@@ -47,6 +48,23 @@ TEST(AlgoPolicy, NoImplementedAlgorithmLeftIsInvalidUsage) {
   EXPECT_EQ(parseAlgoPolicy("NVLS", &p), ncclInvalidUsage);
   EXPECT_EQ(parseAlgoPolicy("broadcast:^ring,tree", &p), ncclInvalidUsage);  // ShmDirect has no broadcast
   EXPECT_EQ(parseAlgoPolicy("broadcast:shmdirect", &p), ncclInvalidUsage);
+  EXPECT_EQ(parseAlgoPolicy("allgather:allpairs", &p), ncclInvalidUsage);  // AllPairs: all-reduce only
+  EXPECT_EQ(parseAlgoPolicy("allreduce:^ring,tree,shmdirect,allpairs", &p), ncclInvalidUsage);
+}
+
+TEST(AlgoPolicy, AllPairsAloneForcesItForAllReducesAndLeavesTheRestAlone) {
+  AlgoPolicy p;
+  ASSERT_EQ(parseAlgoPolicy("allpairs", &p), ncclSuccess);
+  EXPECT_EQ(p.allowed[kAllReduce], kAlgoAllPairs);
+  EXPECT_EQ(p.allowed[kAllGather], kAlgoRing | kAlgoTree);
+  EXPECT_EQ(p.allowed[kBroadcast], kAlgoRing | kAlgoTree);
+  ASSERT_EQ(parseAlgoPolicy("ShmDirect,AllPairs", &p), ncclSuccess);
+  EXPECT_EQ(p.allowed[kAllReduce], kAlgoShmDirect | kAlgoAllPairs);
+  EXPECT_EQ(p.allowed[kAllGather], kAlgoShmDirect);
+  EXPECT_EQ(p.allowed[kBroadcast], kAlgoRing | kAlgoTree);
+  ASSERT_EQ(parseAlgoPolicy("Ring,AllPairs", &p), ncclSuccess);  // names Ring: the others get Ring
+  EXPECT_EQ(p.allowed[kAllReduce], kAlgoRing | kAlgoAllPairs);
+  EXPECT_EQ(p.allowed[kBroadcast], kAlgoRing);
 }
 
 TEST(AlgoPolicy, ShmDirectAloneForcesItWhereItExistsAndLeavesTheRestAlone) {
@@ -55,8 +73,10 @@ TEST(AlgoPolicy, ShmDirectAloneForcesItWhereItExistsAndLeavesTheRestAlone) {
   EXPECT_EQ(p.allowed[kAllReduce], kAlgoShmDirect);
   EXPECT_EQ(p.allowed[kAllGather], kAlgoShmDirect);
   EXPECT_EQ(p.allowed[kBroadcast], kAlgoRing | kAlgoTree);
-  ASSERT_EQ(parseAlgoPolicy("allreduce:^ring,tree", &p), ncclSuccess);
+  ASSERT_EQ(parseAlgoPolicy("allreduce:^ring,tree,allpairs", &p), ncclSuccess);
   EXPECT_EQ(p.allowed[kAllReduce], kAlgoShmDirect);
+  ASSERT_EQ(parseAlgoPolicy("allreduce:^ring,tree", &p), ncclSuccess);
+  EXPECT_EQ(p.allowed[kAllReduce], kAlgoShmDirect | kAlgoAllPairs);
 }
 
 TEST(Tuner, SmallAllReducesUseTheLatencyAlgorithmAndLargeOnesTheRing) {
@@ -109,6 +129,31 @@ TEST(Tuner, ShmDirectLimitsFollowTheMeasuredCrossoversByOpAndRankCount) {
   EXPECT_EQ(chooseAlgo(p, OpKind::AllGather, 16 << 10, 2, 4096), Algo::Ring);       // np2: above 8 KiB
   EXPECT_EQ(chooseAlgo(p, OpKind::AllGather, 16 << 10, 4, 4096), Algo::ShmDirect);  // np4: up to 256 KiB
   EXPECT_EQ(chooseAlgo(p, OpKind::AllGather, 1 << 20, 8, 4096), Algo::Ring);
+}
+
+// AllPairs: all-reduces over connections (no board). The table: np2 up to 64 KiB, where it sends
+// what recursive doubling sends; never above 2 ranks, where it lost on the measured machine.
+TEST(Tuner, AllPairsRunsSmallTwoRankAllReducesWithoutABoardAndAnySizeWhenForced) {
+  AlgoPolicy p;
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8, 2, 0), Algo::AllPairs);
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 64 << 10, 2, 0), Algo::AllPairs);
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, (64 << 10) + 4, 2, 0), Algo::Ring);
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8, 3, 0), Algo::Tree);
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8, 2, 4096), Algo::ShmDirect);  // a board wins
+  EXPECT_EQ(chooseAlgo(p, OpKind::Broadcast, 8, 2, 0), Algo::Tree);         // all-reduces only
+  EXPECT_EQ(allPairsLimit(2, -1), size_t{64} << 10);
+  EXPECT_EQ(allPairsLimit(4, -1), 0u);
+  EXPECT_EQ(allPairsLimit(8, 4096), 4096u);  // ACCL_ALL_PAIRS_BYTES replaces the table
+  EXPECT_EQ(allPairsLimit(2, 0), 0u);        // 0: never by the tuner
+  ASSERT_EQ(parseAlgoPolicy("^AllPairs", &p), ncclSuccess);
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8, 2, 0), Algo::Tree);
+  ASSERT_EQ(parseAlgoPolicy("AllPairs", &p), ncclSuccess);
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 1 << 20, 8, 0), Algo::AllPairs);     // forced: piece by piece
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8, 8, 4096), Algo::AllPairs);        // over shared-memory rings too
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllGather, 8, 8, 0), Algo::Ring);
+  ASSERT_EQ(parseAlgoPolicy("ShmDirect,AllPairs", &p), ncclSuccess);
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8, 8, 4096), Algo::ShmDirect);
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8, 8, 0), Algo::AllPairs);  // no board
 }
 
 // In-place reads (ACCL_SHM_READ_BYTES) are opt-in: the tuner's table never picks them.
