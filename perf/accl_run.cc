@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "common/free_port.h"
 
 namespace {
 
@@ -24,22 +25,9 @@ volatile sig_atomic_t forwardedSignal = 0;
 
 void onSignal(int sig) { forwardedSignal = sig; }
 
-// Asks the kernel for an unused port. The port is free again when we return; the child binds
-// it moments later, which is the usual launcher trade-off.
-int freePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  int port = -1;
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  if (fd >= 0) ::close(fd);
-  return port;
-}
+// An unused loopback port (below the ephemeral range, so no outgoing connection takes it
+// before the child binds it: tests/common/free_port.h).
+int freePort() { return accl_test::freeLoopbackPort(); }
 
 int usage() {
   std::fprintf(stderr, "usage: accl-run -np N [--] command [args...]\n");

@@ -12,15 +12,10 @@ import argparse
 import datetime
 import json
 import os
-import socket
 import sys
 import time
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from free_port import free_port
 
 
 def worker(rank, n, port, collectives, sizes, budget, queue):

@@ -1,17 +1,12 @@
 """Shared helpers for the torch_accl pytest suite."""
 import os
-import socket
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(REPO, "perf"))
+from free_port import free_port  # noqa: E402,F401  (the tests import it from here)
 
 
 def torchrun(script, nproc, *args, timeout=180, env=None):
