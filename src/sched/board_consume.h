@@ -5,10 +5,25 @@
 // operation begun on the direct path can be finished by the executor.
 #pragma once
 #include <cstring>
+#include "base/check.h"
 #include "device.h"
 #include "transports/board.h"
 
 namespace accl {
+
+// The bytes of each board operation of a step of `esize`-byte elements (the same on every
+// rank); an internal error when this communicator's board cannot hold the step.
+inline ncclResult_t boardChunkBytes(const Board& board, int rank, int nranks, size_t esize, bool sliced,
+                                    size_t* chunk) {
+  if (board.capacity < esize || static_cast<int>(board.slots[0].size()) != nranks ||
+      (sliced && static_cast<int>(board.sliced.size()) != nranks)) {
+    WARN("rank %d: ShmDirect step without a board that can hold it (capacity %zu, %zu ranks%s)", rank,
+         board.capacity, board.slots[0].size(), sliced ? ", sliced" : "");
+    return ncclInternalError;
+  }
+  *chunk = board.capacity - board.capacity % esize;
+  return ncclSuccess;
+}
 
 struct BoardFold {
   bool gather = false;  // all-gather: rank r's piece goes to dst + r * stride; else folded into dst

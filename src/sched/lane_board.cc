@@ -35,12 +35,8 @@ ncclResult_t Lane::runBoardStep(Comm& comm, StepState* state) {
   const size_t esize = dev::typeSize(s.type);
   *state = StepState::Blocked;
   waitSend_ = -1;
-  if (board.capacity < esize || static_cast<int>(board.slots[0].size()) != n) {
-    WARN("rank %d: ShmDirect step without a board that can hold it (capacity %zu, %zu ranks)", comm.rank,
-         board.capacity, board.slots[0].size());
-    return ncclInternalError;
-  }
-  const size_t chunk = board.capacity - board.capacity % esize;  // the same on every rank
+  size_t chunk;
+  NCCLCHECK(boardChunkBytes(board, comm.rank, n, esize, false, &chunk));
   bool moved = false;
   while (done_ < s.bytes) {
     const size_t len = std::min(chunk, s.bytes - done_);

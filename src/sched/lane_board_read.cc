@@ -41,23 +41,6 @@ ncclResult_t readPeer(const Comm& comm, int peer, int32_t pid, uint64_t from, ch
   return ncclSuccess;
 }
 
-// A peer that will never post or finish reading: its closed connection (if made; Comm::fail
-// closes them all), or its departure mark; else the executor's peer checks end the wait.
-ncclResult_t checkPeerAlive(Comm& comm, int peer) {
-  if (PeerConnection* conn = comm.conns[peer].get()) {
-    const void* buf;
-    size_t avail;
-    NCCLCHECK(conn->recv()->peek(&buf, &avail));
-  }
-  if (comm.board.hasDeparted(peer)) {
-    WARN("rank %d: ShmDirect: %s destroyed its communicator (ncclCommDestroy) while this rank waits for it (it "
-         "never made this call, or left it early)",
-         comm.rank, comm.describePeer(peer).c_str());
-    return ncclRemoteError;
-  }
-  return ncclSuccess;
-}
-
 void ringAll(Board& board) {
   for (Doorbell* bell : board.bells)
     if (bell) ringDoorbell(bell);
@@ -94,7 +77,7 @@ ncclResult_t Lane::runBoardReadStep(Comm& comm, StepState* state) {
     BoardSlot* slot = board.slots[boardSeq_ & 1][peer];
     if (slot->seq.load(std::memory_order_acquire) != boardSeq_) {
       waitRecv_ = peer;
-      NCCLCHECK(checkPeerAlive(comm, peer));
+      NCCLCHECK(checkBoardPeer(comm, peer, "input"));
       if (moved) *state = StepState::Moved;
       return ncclSuccess;
     }
@@ -119,7 +102,7 @@ ncclResult_t Lane::runBoardReadStep(Comm& comm, StepState* state) {
   for (int peer = 0; peer < n; peer++) {
     if (peer == comm.rank || board.readDone[peer]->load(std::memory_order_acquire) >= boardSeq_) continue;
     waitRecv_ = peer;
-    NCCLCHECK(checkPeerAlive(comm, peer));
+    NCCLCHECK(checkBoardPeer(comm, peer, "read of this rank's input"));
     if (moved) *state = StepState::Moved;
     return ncclSuccess;
   }

@@ -98,12 +98,13 @@ TEST(AlgorithmSimulation, RingReduceScatterLeavesEachRankItsReducedBlock) {
   }
 }
 
-// Board capacities: whole inputs in one chunk, and 3 or 2 elements per chunk (inputs in many).
-TEST(AlgorithmSimulation, ShmDirectAllReduceSumsEveryElementForAnyRankCountAndChunking) {
+// Board capacities: whole inputs in one chunk, and 3 or 2 elements per chunk (inputs in many;
+// sliced: slices of whole cache lines from 64 * n bytes, and some ranks' slices empty).
+void expectBoardAllReduceSums(const Factory& f) {
   for (size_t boardBytes : {World::kBoardBytes, size_t{12}, size_t{9}})
     for (const Case& c : cases(false)) {
       simulate(
-          makeShmDirectAllReduce, c, c.count, c.count,
+          f, c, c.count, c.count,
           [&](int r, const auto& out, const auto& in) {
             for (size_t i = 0; i < c.count; i++) {
               int32_t want = 0;
@@ -115,22 +116,11 @@ TEST(AlgorithmSimulation, ShmDirectAllReduceSumsEveryElementForAnyRankCountAndCh
     }
 }
 
-// Capacities: whole inputs in one chunk (slices of whole cache lines from 64 * n bytes), and
-// 3 or 2 elements per chunk (some ranks' slices empty).
+TEST(AlgorithmSimulation, ShmDirectAllReduceSumsEveryElementForAnyRankCountAndChunking) {
+  expectBoardAllReduceSums(makeShmDirectAllReduce);
+}
 TEST(AlgorithmSimulation, ShmSlicedAllReduceSumsEveryElementForAnyRankCountAndChunking) {
-  for (size_t boardBytes : {World::kBoardBytes, size_t{12}, size_t{9}})
-    for (const Case& c : cases(false)) {
-      simulate(
-          makeShmSlicedAllReduce, c, c.count, c.count,
-          [&](int r, const auto& out, const auto& in) {
-            for (size_t i = 0; i < c.count; i++) {
-              int32_t want = 0;
-              for (int p = 0; p < c.n; p++) want += in[p][i];
-              ASSERT_EQ(out[i], want) << "rank " << r << " n " << c.n << " board " << boardBytes;
-            }
-          },
-          boardBytes);
-    }
+  expectBoardAllReduceSums(makeShmSlicedAllReduce);
 }
 
 TEST(AlgorithmSimulation, ShmDirectAllGatherPlacesEveryRanksBlockForAnyChunking) {
