@@ -149,9 +149,12 @@ void SocketLink::fail(int result, const std::string& what) {
   ringDoorbell(bell);
 }
 
-bool SocketLink::blockedOnEof() const {
-  uint64_t tail = in.ring.tail.load(std::memory_order_acquire);
-  return eof[stripe.socketOf(tail)].load(std::memory_order_acquire);
+bool SocketLink::blockedOnEof(uint64_t waitPos) const {
+  // Not the published tail: pumpRecv marks eof after moving the socket's last bytes, and its
+  // caller publishes them only later. The socket's own cursor (stored before eof) says
+  // whether it delivered the awaited byte.
+  const int s = stripe.socketOf(waitPos);
+  return eof[s].load(std::memory_order_acquire) && in.cursor[s].load(std::memory_order_acquire) <= waitPos;
 }
 
 }  // namespace accl

@@ -81,8 +81,9 @@ struct SocketLink {
 
   // Records the first hard failure (WARNs it) and wakes the executor.
   void fail(int result, const std::string& what);
-  // True if the socket the receiver waits on next has been closed by the peer.
-  bool blockedOnEof() const;
+  // True if the stream ended before the byte at `waitPos` (the receiver's head, with nothing
+  // staged): the socket that carries it was closed by the peer without delivering it.
+  bool blockedOnEof(uint64_t waitPos) const;
 };
 
 }  // namespace accl

@@ -205,7 +205,7 @@ ncclResult_t SocketRecv::peek(const void** buf, size_t* avail) {
   }
   if (*avail == 0) {
     NCCLCHECK(conn_->failure());
-    if (link.blockedOnEof()) {
+    if (link.blockedOnEof(head)) {
       WARN("rank %d: socket connection from %s closed before the expected data arrived (it destroyed its "
            "communicator, exited, died or aborted)",
            link.peer.myRank, link.peer.describe().c_str());
