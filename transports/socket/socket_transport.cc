@@ -78,7 +78,11 @@ class StripedConnection final : public SocketConnection {
       for (int s = t; s < layout_.nsocks(); s += layout_.nthreads) mine.push_back(s);
       workers_.push_back(std::make_unique<SocketWorker>(&link_, std::move(mine), cpus_));
     }
-    attached_.store(true, std::memory_order_release);
+    attached_.store(true, std::memory_order_seq_cst);
+    // A commit or release made while the workers were being started saw attached_ false and
+    // woke nobody; a worker that had already moved everything before it and gone to sleep
+    // would sleep forever. Whichever of that and this store came first, one of them wakes it.
+    for (auto& w : workers_) w->wake();
     ringDoorbell(link_.bell);  // data may already wait in the staging rings
   }
   SendChannel* send() override { return &send_; }
@@ -112,8 +116,9 @@ class StripedConnection final : public SocketConnection {
   // The sockets are in place (acquire: link_.socks is then safe to use from this thread).
   bool attached() const { return attached_.load(std::memory_order_acquire); }
   void wakeWorkers() {
-    // Before attach there is nobody to wake: the workers' first pass moves what is waiting.
-    if (!attached_.load(std::memory_order_acquire)) return;
+    // Before attach there is nobody to wake: the workers' first pass moves what is waiting,
+    // and attach() wakes them after it (seq_cst: pairs with its store, after our ring update).
+    if (!attached_.load(std::memory_order_seq_cst)) return;
     for (auto& w : workers_) w->wake();
   }
   // The failure the executor should see, WARNed where it is first noticed.
