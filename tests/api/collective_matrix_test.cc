@@ -18,12 +18,6 @@ using namespace accl_test;
 
 namespace {
 
-std::string joined(const std::vector<std::string>& messages) {
-  std::string s;
-  for (const std::string& m : messages) s += m + "\n";
-  return s;
-}
-
 const char* kRankWords[] = {"", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight"};
 
 std::string ranksName(int n) { return std::string(kRankWords[n]) + (n == 1 ? "Rank" : "Ranks"); }
@@ -50,7 +44,7 @@ TEST(CollectiveMatrixChecker, ReportsACorruptedOutputElementInEveryCase) {
   MatrixScope scope;
   scope.corruptOutputs = true;
   std::vector<std::string> messages = runMatrixOnThreads(3, scope);
-  EXPECT_TRUE(messages.empty()) << joined(messages);
+  EXPECT_TRUE(messages.empty()) << joinedLines(messages);
 }
 
 class CollectiveMatrixOnThreads : public testing::TestWithParam<int> {};
@@ -58,7 +52,7 @@ class CollectiveMatrixOnThreads : public testing::TestWithParam<int> {};
 TEST_P(CollectiveMatrixOnThreads, EveryCaseMatchesTheReferenceOverSharedMemory) {
   const int n = GetParam();
   std::vector<std::string> messages = runMatrixOnThreads(n, defaultScope(n));
-  EXPECT_TRUE(messages.empty()) << joined(messages);
+  EXPECT_TRUE(messages.empty()) << joinedLines(messages);
 }
 
 INSTANTIATE_TEST_SUITE_P(, CollectiveMatrixOnThreads, testing::Values(1, 2, 3, 4, 5, 8),
@@ -68,11 +62,7 @@ class CollectiveMatrixOnThreadsOverSockets : public testing::TestWithParam<int> 
 
 TEST_P(CollectiveMatrixOnThreadsOverSockets, EveryCaseMatchesTheReferenceWithSharedMemoryDisabled) {
   const int n = GetParam();
-  if (const ChildRole* role = childRole()) {
-    std::vector<std::string> messages = runMatrixOnThreads(role->nranks, defaultScope(role->nranks));
-    EXPECT_TRUE(messages.empty()) << joined(messages);
-    return;
-  }
+  if (const ChildRole* role = childRole()) return expectMatrixPassesInChild(*role, defaultScope(role->nranks));
   ChildResult result = runChildProcesses(1, false, n, {"NCCL_SHM_DISABLE=1"}, 580);
   EXPECT_TRUE(result.ok) << result.report;
 }
@@ -89,11 +79,7 @@ TEST_P(ForcedAlgorithmMatrixOnThreads, AllReduceBroadcastAndReduceMatchTheRefere
   MatrixScope scope = defaultScope(n);
   scope.onlyAllReduceBroadcastReduce = true;
   scope.big = fullMatrixRequested();
-  if (const ChildRole* role = childRole()) {
-    std::vector<std::string> messages = runMatrixOnThreads(role->nranks, scope);
-    EXPECT_TRUE(messages.empty()) << joined(messages);
-    return;
-  }
+  if (const ChildRole* role = childRole()) return expectMatrixPassesInChild(*role, scope);
   std::vector<std::string> env = {std::string("NCCL_ALGO=") + algo};
   if (sockets) env.push_back("NCCL_SHM_DISABLE=1");
   if (std::string(algo) == "ShmDirect") env.push_back("ACCL_SHM_DIRECT_CHUNK=65536");  // the prime count: 2-16 chunks
@@ -117,11 +103,7 @@ TEST_P(AllGatherReadInPlaceOnThreads, EveryCaseMatchesTheReference) {
   MatrixScope scope;
   scope.onlyAllGather = true;
   scope.big = true;
-  if (const ChildRole* role = childRole()) {
-    std::vector<std::string> messages = runMatrixOnThreads(role->nranks, scope);
-    EXPECT_TRUE(messages.empty()) << joined(messages);
-    return;
-  }
+  if (const ChildRole* role = childRole()) return expectMatrixPassesInChild(*role, scope);
   ChildResult result = runChildProcesses(1, false, GetParam(), {"ACCL_SHM_READ_BYTES=1"}, 580);
   EXPECT_TRUE(result.ok) << result.report;
 }

@@ -1,5 +1,6 @@
 // collective_matrix.cc: see collective_matrix.h.
 #include "common/collective_matrix.h"
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -727,6 +728,18 @@ std::vector<std::string> runMatrixAsRank(const ChildRole& role, const MatrixScop
   r = ncclCommDestroy(comm);
   if (r != ncclSuccess) messages.push_back(std::string("ncclCommDestroy: ") + ncclGetErrorString(r));
   return messages;
+}
+
+void expectMatrixPassesInChild(const ChildRole& role, const MatrixScope& scope) {
+  std::vector<std::string> messages =
+      role.rank < 0 ? runMatrixOnThreads(role.nranks, scope) : runMatrixAsRank(role, scope);
+  EXPECT_TRUE(messages.empty()) << joinedLines(messages);
+}
+
+std::string joinedLines(const std::vector<std::string>& messages) {
+  std::string s;
+  for (const std::string& m : messages) s += m + "\n";
+  return s;
 }
 
 bool fullMatrixRequested() {

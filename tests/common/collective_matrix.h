@@ -93,6 +93,13 @@ std::vector<std::string> runMatrixOnThreads(int nranks, const MatrixScope& scope
 // This process is one rank (child of runChildProcesses).
 std::vector<std::string> runMatrixAsRank(const ChildRole& role, const MatrixScope& scope);
 
+// The child side of a matrix test (see runChildProcesses): this process is rank role.rank, or
+// runs all role.nranks ranks as threads (role.rank < 0). Every message fails the test.
+void expectMatrixPassesInChild(const ChildRole& role, const MatrixScope& scope);
+
+// Messages one a line, for a failure report.
+std::string joinedLines(const std::vector<std::string>& messages);
+
 // Scope from the environment: ACCL_TEST_FULL=1 turns on fullOps and big.
 bool fullMatrixRequested();
 
