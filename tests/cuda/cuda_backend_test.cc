@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
 #include "accl.h"
@@ -41,12 +42,6 @@ using accl_test::runThreadRanks;
   ncclComm_t comm = nullptr;                                      \
   ASSERT_EQ(ncclSuccess, accl_test::initChildRankComm(role, &comm))
 
-std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (auto& m : v) s += m + "\n";
-  return s;
-}
-
 TEST(CudaBackend, MatrixOnTwoThreadRanksOnOneDevice) {
   REQUIRE_DRIVER(d);
   const int n = 2;
@@ -64,7 +59,7 @@ TEST(CudaBackend, MatrixOnTwoThreadRanksOnOneDevice) {
       },
       &error);
   ASSERT_TRUE(ok) << error;
-  for (int r = 0; r < n; r++) EXPECT_TRUE(perRank[r].empty()) << joined(perRank[r]);
+  for (int r = 0; r < n; r++) EXPECT_TRUE(perRank[r].empty()) << accl_test::joinedLines(perRank[r]);
 }
 
 // One rank: every collective is local, so its copies and kernels go straight onto the user's
@@ -99,7 +94,7 @@ TEST(CudaBackend, MatrixOnOneRankRunsStraightOnTheUsersStream) {
       },
       &error);
   ASSERT_TRUE(ok) << error;
-  EXPECT_TRUE(messages.empty()) << joined(messages);
+  EXPECT_TRUE(messages.empty()) << accl_test::joinedLines(messages);
   if (fakeCudaMemopRuns) {
     EXPECT_EQ(memopsBefore, memopsAfter) << "a single-rank collective went through a gate";
   }
@@ -112,7 +107,7 @@ void runMatrixInChild(const accl_test::ChildRole& role) {
   accl_test::Watchdog watchdog(role.nranks, 120);
   auto cases = accl_test::buildMatrix(role.nranks, accl_test::MatrixScope{});
   auto messages = accl_test::runMatrixCases(comm, role.rank, role.nranks, cases, &watchdog, false, &dev);
-  EXPECT_TRUE(messages.empty()) << joined(messages);
+  EXPECT_TRUE(messages.empty()) << accl_test::joinedLines(messages);
   EXPECT_EQ(ncclSuccess, ncclCommDestroy(comm));
 }
 
@@ -548,6 +543,28 @@ TEST(CudaIpc, ProcessesOnOneDeviceConnectThroughDeviceRings) {
   EXPECT_EQ(2, occurrences(log, "via CUDA IPC")) << log;
 }
 
+// Two ranks of one communicator on device 0, a thread each, each with a device buffer of
+// `bytes`: body(rank, comm, buf) ends the communicator itself (these tests abort it); the
+// buffer is freed after it.
+void onTwoThreadRanksWithABuffer(const TestDriver& d, size_t bytes,
+                                 const std::function<void(int rank, ncclComm_t comm, CUdeviceptr buf)>& body) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclSuccess, ncclGetUniqueId(&id));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; rank++) {
+    threads.emplace_back([&, rank] {
+      useDevice(0);
+      ncclComm_t comm = nullptr;
+      ASSERT_EQ(ncclSuccess, ncclCommInitRank(&comm, 2, id, rank));
+      CUdeviceptr buf = 0;
+      ASSERT_EQ(CUDA_SUCCESS, d.memAlloc(&buf, bytes));
+      body(rank, comm, buf);
+      d.memFree(buf);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
 // ncclCommAbort frees the CUDA IPC rings (nranks x NCCL_BUFFSIZE of device memory per rank)
 // once the device lets them go: aborting communicators again and again leaks nothing.
 TEST(CudaIpc, AbortedCommunicatorsGiveTheirDeviceRingsBack) {
@@ -560,27 +577,15 @@ TEST(CudaIpc, AbortedCommunicatorsGiveTheirDeviceRingsBack) {
   const size_t start = freeBytes();
   const size_t count = 1000;
   for (int iter = 0; iter < 3; iter++) {
-    ncclUniqueId id;
-    ASSERT_EQ(ncclSuccess, ncclGetUniqueId(&id));
-    std::vector<std::thread> threads;
-    for (int rank = 0; rank < 2; rank++) {
-      threads.emplace_back([&, rank] {
-        useDevice(0);
-        ncclComm_t comm = nullptr;
-        ASSERT_EQ(ncclSuccess, ncclCommInitRank(&comm, 2, id, rank));
-        CUdeviceptr buf = 0;
-        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf, count * 8));
-        CUstream s = nullptr;
-        d->streamCreate(&s, CU_STREAM_NON_BLOCKING);
-        EXPECT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), count,
-                                             ncclFloat64, ncclSum, comm, reinterpret_cast<cudaStream_t>(s)));
-        EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
-        EXPECT_EQ(ncclSuccess, ncclCommAbort(comm));
-        d->streamDestroy(s);
-        d->memFree(buf);
-      });
-    }
-    for (auto& t : threads) t.join();
+    onTwoThreadRanksWithABuffer(*d, count * 8, [&](int, ncclComm_t comm, CUdeviceptr buf) {
+      CUstream s = nullptr;
+      d->streamCreate(&s, CU_STREAM_NON_BLOCKING);
+      EXPECT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), count,
+                                           ncclFloat64, ncclSum, comm, reinterpret_cast<cudaStream_t>(s)));
+      EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
+      EXPECT_EQ(ncclSuccess, ncclCommAbort(comm));
+      d->streamDestroy(s);
+    });
   }
   // Freed by a helper thread once the device's streams have drained: give it a moment.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -799,30 +804,18 @@ TEST(CudaBackend, InitRankHostGivesAHostCommunicatorInACudaProcess) {
 
 TEST(CudaBackend, AbortWithWorkQueuedOnAHeldStreamReturnsAndReleasesTheStream) {
   REQUIRE_DRIVER(d);
-  ncclUniqueId id;
-  ASSERT_EQ(ncclSuccess, ncclGetUniqueId(&id));
-  std::vector<std::thread> threads;
   std::atomic<int> done{0};
-  for (int rank = 0; rank < 2; rank++) {
-    threads.emplace_back([&, rank] {
-      useDevice(0);
-      ncclComm_t comm = nullptr;
-      ASSERT_EQ(ncclSuccess, ncclCommInitRank(&comm, 2, id, rank));
-      CUdeviceptr buf = 0;
-      ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf, 4096));
-      HeldStream held(*d);
-      ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), 1024,
-                                           ncclFloat32, ncclSum, comm, reinterpret_cast<cudaStream_t>(held.stream)));
-      auto t0 = std::chrono::steady_clock::now();
-      EXPECT_EQ(ncclSuccess, ncclCommAbort(comm));
-      EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
-      held.release();
-      EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(held.stream));  // no hang: the gate was opened
-      d->memFree(buf);
-      done++;
-    });
-  }
-  for (auto& t : threads) t.join();
+  onTwoThreadRanksWithABuffer(*d, 4096, [&](int, ncclComm_t comm, CUdeviceptr buf) {
+    HeldStream held(*d);
+    ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), 1024,
+                                         ncclFloat32, ncclSum, comm, reinterpret_cast<cudaStream_t>(held.stream)));
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(ncclSuccess, ncclCommAbort(comm));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+    held.release();
+    EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(held.stream));  // no hang: the gate was opened
+    done++;
+  });
   EXPECT_EQ(2, done.load());
 }
 
