@@ -52,8 +52,6 @@ class Buffer {
   Buffer() = default;
   Buffer(char* p, std::function<void(char*)> release) : p_(p, std::move(release)) {}
   char* get() const { return p_.get(); }
-  // Gives the memory up without returning it (when returning it could block, see its caller).
-  void leak() { (void)p_.release(); }
 
  private:
   std::unique_ptr<char, std::function<void(char*)>> p_;
