@@ -19,6 +19,7 @@
 
 #include "nccl.h"
 #include "common/text_file.h"
+#include "mp/forked_ranks.h"
 
 namespace {
 
@@ -27,8 +28,7 @@ constexpr int kRanks = 3;
 enum class Kind { AllReduceCount, BroadcastRoot, AllReduceVsBroadcast, RecvShorterThanSend };
 
 struct Shared {
-  std::atomic<int> idReady;
-  ncclUniqueId id;
+  accl_forked::SharedId uid;
   int mismatched[kRanks];     // result of the mismatched call
   int nextSmall[kRanks];      // 1: the next 4-float all-reduce was correct
   int nextLarge[kRanks];      // 1: the following 1M-float all-reduce was correct
@@ -71,13 +71,7 @@ bool correctAllReduce(ncclComm_t comm, int rank, size_t count) {
   setenv("ACCL_CHECK_MISMATCH", "1", 1);
   if (sockets) setenv("NCCL_SHM_DISABLE", "1", 1);
   ncclResetDebugInit();
-  if (rank == 0) {
-    if (ncclGetUniqueId(&sh->id) != ncclSuccess) _exit(11);
-    sh->idReady.store(1);
-  }
-  while (sh->idReady.load() == 0) usleep(1000);
-  ncclComm_t comm;
-  if (ncclCommInitRank(&comm, kRanks, sh->id, rank) != ncclSuccess) _exit(12);
+  ncclComm_t comm = accl_forked::initForkedRank(&sh->uid, kRanks, rank);
   sh->mismatched[rank] = mismatchedCall(kind, rank, comm);
   sh->nextSmall[rank] = correctAllReduce(comm, rank, 4);
   sh->nextLarge[rank] = correctAllReduce(comm, rank, 1 << 20);
@@ -95,20 +89,12 @@ class Mismatch : public testing::TestWithParam<Case> {};
 
 TEST_P(Mismatch, EveryRankFailsWithInvalidUsageNamingBothCallsAndTheNextCallsAreCorrect) {
   const Case& c = GetParam();
-  auto* sh = static_cast<Shared*>(
-      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  ASSERT_NE(sh, MAP_FAILED);
-  new (sh) Shared{};
+  auto* sh = accl_forked::mapShared<Shared>();
+  ASSERT_NE(sh, nullptr);
   std::string base = testing::TempDir() + "accl_mismatch_" + std::to_string(getpid());
   std::vector<pid_t> pids;
-  fflush(stdout);
-  fflush(stderr);
-  for (int r = 0; r < kRanks; r++) {
-    pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) rankMain(sh, r, c.kind, c.sockets, base + "." + std::to_string(r) + ".log");
-    pids.push_back(pid);
-  }
+  ASSERT_NO_FATAL_FAILURE(accl_forked::forkRanks(
+      kRanks, [&](int r) { rankMain(sh, r, c.kind, c.sockets, base + "." + std::to_string(r) + ".log"); }, &pids));
   for (int r = 0; r < kRanks; r++) {
     int status = 0;
     waitpid(pids[r], &status, 0);

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "mp/forked_ranks.h"
 #include "nccl.h"
 
 namespace {
@@ -31,16 +32,12 @@ constexpr int kVictim = 3;
 constexpr int kItersBeforeKill = 20;
 constexpr int64_t kDetectLimitNs = 10'000'000'000;
 
-int64_t nowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+using accl_forked::mapShared;
+using accl_forked::nowNs;
 
 // Shared by the parent and the forked ranks (MAP_SHARED, lock-free atomics only).
 struct Shared {
-  std::atomic<int> idReady;
-  ncclUniqueId id;
+  accl_forked::SharedId uid;
   std::atomic<int> iterations[kRanks];
   std::atomic<int> done[kRanks];
   int failedResult[kRanks];
@@ -62,13 +59,7 @@ struct Variant {
   setenv("NCCL_DEBUG_FILE", logPath.c_str(), 1);
   if (v.sockets) setenv("NCCL_SHM_DISABLE", "1", 1);
   if (v.algo) setenv("NCCL_ALGO", v.algo, 1);
-  if (rank == 0) {
-    if (ncclGetUniqueId(&sh->id) != ncclSuccess) _exit(11);
-    sh->idReady.store(1);
-  }
-  while (sh->idReady.load() == 0) usleep(1000);
-  ncclComm_t comm;
-  if (ncclCommInitRank(&comm, kRanks, sh->id, rank) != ncclSuccess) _exit(12);
+  ncclComm_t comm = accl_forked::initForkedRank(&sh->uid, kRanks, rank);
   std::vector<float> buf(1 << 16, 1.0f);
   for (;;) {
     ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclAvg, comm, nullptr);
@@ -104,23 +95,15 @@ struct Outcome {
 // Forks kRanks rank processes, SIGKILLs kVictim after every rank did kItersBeforeKill
 // all-reduces, and collects what the survivors recorded and logged.
 void runScenario(const Variant& v, Outcome* out) {
-  auto* sh = static_cast<Shared*>(
-      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  ASSERT_NE(sh, MAP_FAILED);
-  new (sh) Shared{};
+  auto* sh = mapShared<Shared>();
+  ASSERT_NE(sh, nullptr);
   char dirTemplate[] = "/tmp/accl_peer_death_XXXXXX";
   ASSERT_NE(mkdtemp(dirTemplate), nullptr);
   const std::string dir = dirTemplate;
   auto logOf = [&](int r) { return dir + "/rank" + std::to_string(r) + ".log"; };
 
-  std::fflush(stdout);
-  std::fflush(stderr);
-  pid_t pids[kRanks];
-  for (int r = 0; r < kRanks; r++) {
-    pids[r] = fork();
-    ASSERT_GE(pids[r], 0);
-    if (pids[r] == 0) rankMain(sh, r, v, logOf(r));
-  }
+  std::vector<pid_t> pids;
+  ASSERT_NO_FATAL_FAILURE(accl_forked::forkRanks(kRanks, [&](int r) { rankMain(sh, r, v, logOf(r)); }, &pids));
   const int64_t startNs = nowNs();
   while (!out->allRunning && nowNs() - startNs < 30'000'000'000) {
     out->allRunning = true;

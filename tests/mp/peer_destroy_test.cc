@@ -20,21 +20,18 @@
 
 #include "nccl.h"
 #include "common/text_file.h"
+#include "mp/forked_ranks.h"
 
 namespace {
 
 constexpr int kRanks = 3;
 constexpr int kLeaver = 1;
 
-int64_t nowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+using accl_forked::mapShared;
+using accl_forked::nowNs;
 
 struct Shared {
-  std::atomic<int> idReady;
-  ncclUniqueId id;
+  accl_forked::SharedId uid;
   int result[kRanks];
   int64_t returnedAtNs[kRanks];
   std::atomic<int64_t> destroyedAtNs;
@@ -63,13 +60,7 @@ ncclResult_t collective(Call call, std::vector<float>& buf, std::vector<float>& 
   if (sockets) setenv("NCCL_SHM_DISABLE", "1", 1);
   if (call == Call::AllGatherReadInPlace) setenv("ACCL_SHM_READ_BYTES", "1", 1);
   ncclResetDebugInit();
-  if (rank == 0) {
-    if (ncclGetUniqueId(&sh->id) != ncclSuccess) _exit(11);
-    sh->idReady.store(1);
-  }
-  while (sh->idReady.load() == 0) usleep(1000);
-  ncclComm_t comm;
-  if (ncclCommInitRank(&comm, kRanks, sh->id, rank) != ncclSuccess) _exit(12);
+  ncclComm_t comm = accl_forked::initForkedRank(&sh->uid, kRanks, rank);
   std::vector<float> buf(1 << 12, 1.0f);
   std::vector<float> out(buf.size() * kRanks);
   // DestroyWithoutAnyCall: the leaver never joins a collective, so it never connects to anyone.
@@ -93,20 +84,12 @@ ncclResult_t collective(Call call, std::vector<float>& buf, std::vector<float>& 
 }
 
 void runScenario(bool sockets, Leave how, Call call = Call::AllReduce) {
-  auto* sh = static_cast<Shared*>(
-      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  ASSERT_NE(sh, MAP_FAILED);
-  new (sh) Shared{};
+  auto* sh = mapShared<Shared>();
+  ASSERT_NE(sh, nullptr);
   std::string base = testing::TempDir() + "accl_destroy_" + std::to_string(getpid());
   std::vector<pid_t> pids;
-  fflush(stdout);
-  fflush(stderr);
-  for (int r = 0; r < kRanks; r++) {
-    pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) rankMain(sh, r, sockets, how, base + "." + std::to_string(r) + ".log", call);
-    pids.push_back(pid);
-  }
+  ASSERT_NO_FATAL_FAILURE(accl_forked::forkRanks(
+      kRanks, [&](int r) { rankMain(sh, r, sockets, how, base + "." + std::to_string(r) + ".log", call); }, &pids));
   for (int r = 0; r < kRanks; r++) {
     int status = 0;
     waitpid(pids[r], &status, 0);

@@ -25,21 +25,18 @@
 #include <string>
 #include <vector>
 
+#include "mp/forked_ranks.h"
 #include "nccl.h"
 
 namespace {
 
 constexpr int kMaxRanks = 256;
 
-int64_t nowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+using accl_forked::mapShared;
+using accl_forked::nowNs;
 
 struct Shared {
-  std::atomic<int> idReady;
-  ncclUniqueId id;
+  accl_forked::SharedId uid;
   std::atomic<int> arrived;
   std::atomic<int> measured;
   int64_t initStartNs[kMaxRanks];
@@ -101,14 +98,10 @@ void waitAll(std::atomic<int>& counter, int n) {
 
 [[noreturn]] void manyRanksRank(Shared* sh, int rank, int nranks) {
   alarm(120);  // a rank that hangs dies instead of hanging the test (and the test fails)
-  if (rank == 0) {
-    if (ncclGetUniqueId(&sh->id) != ncclSuccess) _exit(11);
-    sh->idReady.store(1);
-  }
-  while (sh->idReady.load() == 0) usleep(1000);
+  accl_forked::exchangeId(&sh->uid, rank);
   ncclComm_t comm;
   sh->initStartNs[rank] = nowNs();
-  if (ncclCommInitRank(&comm, nranks, sh->id, rank) != ncclSuccess) _exit(12);
+  if (ncclCommInitRank(&comm, nranks, sh->uid.id, rank) != ncclSuccess) _exit(12);
   sh->initEndNs[rank] = nowNs();
   float buf[2] = {float(rank), 1.0f};
   sh->result[rank] = ncclAllReduce(buf, buf, 2, ncclFloat, ncclSum, comm, nullptr);
@@ -123,12 +116,6 @@ void waitAll(std::atomic<int>& counter, int n) {
   while (sh->measured.load() == 0) usleep(1000);
   ncclCommDestroy(comm);
   _exit(0);
-}
-
-Shared* makeShared() {
-  void* p = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  return new (p) Shared{};
 }
 
 // Runs `job` in a child with a private /dev/shm; returns the child's exit status.
@@ -167,7 +154,7 @@ int runManyRanks(Shared* sh, int nranks) {
 TEST(ShmScaling, ManyRanksOnOneHostInitFastAndUseLittleSharedMemory) {
   const int nranks = getenv("ACCL_TEST_MANY_RANKS") ? atoi(getenv("ACCL_TEST_MANY_RANKS")) : 64;
   ASSERT_LE(nranks, kMaxRanks);
-  Shared* sh = makeShared();
+  Shared* sh = mapShared<Shared>();
   ASSERT_NE(sh, nullptr);
   int status = inPrivateShmNamespace(sh, [&] { return runManyRanks(sh, nranks); });
   if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
@@ -197,23 +184,18 @@ TEST(ShmScaling, ManyRanksOnOneHostInitFastAndUseLittleSharedMemory) {
 // moments of that setup: nothing may be left in /dev/shm.
 TEST(ShmScaling, SigtermMidSetupLeavesNothingInDevShm) {
   constexpr int kRanks = 6;
-  Shared* sh = makeShared();
+  Shared* sh = mapShared<Shared>();
   ASSERT_NE(sh, nullptr);
   int status = inPrivateShmNamespace(sh, [&] {
     for (int attempt = 0; attempt < 6; attempt++) {
-      sh->idReady.store(0);
+      sh->uid.ready.store(0);
       std::vector<pid_t> pids;
       for (int r = 0; r < kRanks; r++) {
         pid_t pid = fork();
         if (pid == 0) {
           alarm(60);
-          if (r == 0) {
-            if (ncclGetUniqueId(&sh->id) != ncclSuccess) _exit(11);
-            sh->idReady.store(1);
-          }
-          while (sh->idReady.load() == 0) usleep(1000);
-          ncclComm_t comm, sub;
-          if (ncclCommInitRank(&comm, kRanks, sh->id, r) != ncclSuccess) _exit(12);
+          ncclComm_t comm = accl_forked::initForkedRank(&sh->uid, kRanks, r);
+          ncclComm_t sub;
           float x = 1;
           ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, nullptr);
           // The last rank never joins the split: the others wait inside its setup.

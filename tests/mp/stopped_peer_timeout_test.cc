@@ -19,6 +19,7 @@
 
 #include "nccl.h"
 #include "common/text_file.h"
+#include "mp/forked_ranks.h"
 
 namespace {
 
@@ -26,15 +27,11 @@ constexpr int kRanks = 3;
 constexpr int kStopped = 2;
 constexpr int kTimeoutSec = 3;
 
-int64_t nowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+using accl_forked::mapShared;
+using accl_forked::nowNs;
 
 struct Shared {
-  std::atomic<int> idReady;
-  ncclUniqueId id;
+  accl_forked::SharedId uid;
   int result[kRanks];
   int64_t calledAtNs[kRanks];
   int64_t returnedAtNs[kRanks];
@@ -48,13 +45,7 @@ using accl_test::readFile;
   setenv("NCCL_DEBUG_FILE", logPath.c_str(), 1);
   setenv("ACCL_TIMEOUT", std::to_string(kTimeoutSec).c_str(), 1);
   ncclResetDebugInit();
-  if (rank == 0) {
-    if (ncclGetUniqueId(&sh->id) != ncclSuccess) _exit(11);
-    sh->idReady.store(1);
-  }
-  while (sh->idReady.load() == 0) usleep(1000);
-  ncclComm_t comm;
-  if (ncclCommInitRank(&comm, kRanks, sh->id, rank) != ncclSuccess) _exit(12);
+  ncclComm_t comm = accl_forked::initForkedRank(&sh->uid, kRanks, rank);
   std::vector<float> buf(1 << 12, 1.0f);
   if (ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr) != ncclSuccess) _exit(13);
   if (rank == kStopped) {
@@ -69,20 +60,12 @@ using accl_test::readFile;
 }
 
 TEST(StoppedPeer, TimeoutFiresOnTimeAndCallsTheStoppedRankNotResponding) {
-  auto* sh = static_cast<Shared*>(
-      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  ASSERT_NE(sh, MAP_FAILED);
-  new (sh) Shared{};
+  auto* sh = mapShared<Shared>();
+  ASSERT_NE(sh, nullptr);
   std::string base = testing::TempDir() + "accl_stopped_" + std::to_string(getpid());
   std::vector<pid_t> pids;
-  fflush(stdout);
-  fflush(stderr);
-  for (int r = 0; r < kRanks; r++) {
-    pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) rankMain(sh, r, base + "." + std::to_string(r) + ".log");
-    pids.push_back(pid);
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      accl_forked::forkRanks(kRanks, [&](int r) { rankMain(sh, r, base + "." + std::to_string(r) + ".log"); }, &pids));
   for (int r = 0; r < kRanks; r++) {
     if (r == kStopped) continue;
     int status = 0;
