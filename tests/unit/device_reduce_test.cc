@@ -13,20 +13,19 @@
 #include <vector>
 
 #include "device_reference.h"
+#include "device_test_inputs.h"
 #include "kernels/device.h"
 #include "kernels/host/kernel_table.h"
 
 namespace {
 
 using accl::dev::RedKind;
+using accl::test::kAllTypes;
+using accl::test::kOddCounts;
 using accl::test::referenceOp;
 using accl::test::sameResult;
 
-constexpr ncclDataType_t kAllTypes[] = {ncclInt8,    ncclUint8,   ncclInt32,    ncclUint32,
-                                        ncclInt64,   ncclUint64,  ncclFloat16,  ncclFloat32,
-                                        ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
 constexpr RedKind kAllOps[] = {RedKind::Sum, RedKind::Prod, RedKind::Max, RedKind::Min};
-constexpr size_t kOddCounts[] = {0, 1, 7, 1000003};
 
 const char* opName(RedKind op) {
   switch (op) {
@@ -37,29 +36,11 @@ const char* opName(RedKind op) {
   }
 }
 
-// Mostly values of a sensible magnitude (so sums and products round rather than overflow),
-// one in eight random bit patterns (NaN, inf, subnormals, extremes). Integers: all random bits,
-// so sums and products wrap constantly.
+// Floats of a magnitude that sums and products round rather than overflow.
 std::vector<uint8_t> randomElements(ncclDataType_t type, size_t count, uint32_t seed) {
-  const size_t size = accl::dev::typeSize(type);
-  std::vector<uint8_t> out(count * size);
-  std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> moderate(-60.0, 60.0);
-  for (size_t i = 0; i < count; ++i) {
-    uint64_t bits = rng();
-    if (!accl::test::isIntegerType(type) && rng() % 8 != 0) {
-      const double v = moderate(rng) / (1 << (rng() % 8));
-      if (const auto* f = accl::test::narrowFormatOf(type)) {
-        bits = f->encode(v, 0);
-      } else if (type == ncclFloat32) {
-        bits = std::bit_cast<uint32_t>(static_cast<float>(v));
-      } else {
-        bits = std::bit_cast<uint64_t>(v);
-      }
-    }
-    accl::test::storeBits(&out[i * size], size, bits);
-  }
-  return out;
+  return accl::test::randomElements(type, count, seed,
+                                    [&](std::mt19937_64& rng) { return moderate(rng) / (1 << (rng() % 8)); });
 }
 
 std::vector<uint64_t> referenceReduce2(ncclDataType_t type, RedKind op, const std::vector<uint8_t>& a,

@@ -10,36 +10,18 @@
 #include <vector>
 
 #include "device_reference.h"
+#include "device_test_inputs.h"
 #include "kernels/device.h"
 
 namespace {
 
-constexpr ncclDataType_t kAllTypes[] = {ncclInt8,    ncclUint8,   ncclInt32,    ncclUint32,
-                                        ncclInt64,   ncclUint64,  ncclFloat16,  ncclFloat32,
-                                        ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
-constexpr size_t kOddCounts[] = {0, 1, 7, 1000003};
+using accl::test::kAllTypes;
+using accl::test::kOddCounts;
 
-// Random bits for integers; for floats mostly moderate values plus some raw bit patterns.
+// Floats of a magnitude that scaling and dividing keep in range.
 std::vector<uint8_t> randomElements(ncclDataType_t type, size_t count, uint32_t seed) {
-  const size_t size = accl::dev::typeSize(type);
-  std::vector<uint8_t> out(count * size);
-  std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> moderate(-300.0, 300.0);
-  for (size_t i = 0; i < count; ++i) {
-    uint64_t bits = rng();
-    if (!accl::test::isIntegerType(type) && rng() % 8 != 0) {
-      const double v = moderate(rng);
-      if (const auto* f = accl::test::narrowFormatOf(type)) {
-        bits = f->encode(v, 0);
-      } else if (type == ncclFloat32) {
-        bits = std::bit_cast<uint32_t>(static_cast<float>(v));
-      } else {
-        bits = std::bit_cast<uint64_t>(v);
-      }
-    }
-    accl::test::storeBits(&out[i * size], size, bits);
-  }
-  return out;
+  return accl::test::randomElements(type, count, seed, [&](std::mt19937_64& rng) { return moderate(rng); });
 }
 
 // Truncating integer division, exact float division rounded once to the type.
