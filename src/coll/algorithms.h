@@ -53,7 +53,10 @@ std::unique_ptr<StepSource> makeShmReadAllGather(const CollArgs& a);
 // A fixed list of steps (small plans).
 class StepList final : public StepSource {
  public:
-  void push(const Step& s) { steps_.push_back(s); }
+  void push(const Step& s) {
+    if (steps_.empty()) steps_.reserve(4);  // small plans: one allocation, not one per doubling
+    steps_.push_back(s);
+  }
   bool next(Step* out) override {
     if (i_ == steps_.size()) return false;
     *out = steps_[i_++];

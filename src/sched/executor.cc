@@ -85,14 +85,29 @@ bool socketsPending(Comm& c) {
   return false;
 }
 
-int64_t nowUsec() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
+int64_t usecOf(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
 }
+int64_t nowUsec() { return usecOf(Clock::now()); }
+
+// The time, read once per pass over the works and only if something needs it: a small op
+// finishes in one or two passes, and each clock read was a few percent of its time.
+class PassClock {
+ public:
+  int64_t usec() {
+    if (usec_ < 0) usec_ = nowUsec();
+    return usec_;
+  }
+
+ private:
+  int64_t usec_ = -1;
+};
 
 // One pass over every unfinished work. Returns true if anything moved.
 bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) {
   bool progressed = false;
   *allDone = true;
+  PassClock clock;
   for (auto& wp : works) {
     CommWork& w = *wp;
     if (w.finished) continue;
@@ -103,13 +118,14 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
       CommWork& w;
       bool& moved;
       bool& any;
+      PassClock& clock;
       ~MarkProgress() {
         if (moved) {
-          w.lastProgressUsec = nowUsec();
+          w.lastProgressUsec = clock.usec();
           any = true;
         }
       }
-    } mark{w, workMoved, progressed};
+    } mark{w, workMoved, progressed, clock};
     if (!w.started) {
       if (c.doneTicket.load(std::memory_order_acquire) != w.ticket) continue;
       if (c.abortFlag.load() || c.revoked.load() || c.asyncError.load() != ncclSuccess) {
@@ -125,7 +141,7 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
         continue;
       }
       w.started = true;
-      w.startUsec = nowUsec();
+      w.startUsec = clock.usec();
       c.inFlight.fetch_add(1);
       workMoved = true;
     }
@@ -371,10 +387,11 @@ ncclResult_t executeWorksFor(std::vector<std::unique_ptr<CommWork>>& works, int6
   if (yieldUsec < 0) yieldUsec = oversubscribed ? 200 : 50;
   const int64_t peerCheckUsec = param::peerCheckMsec() * 1000;
 
-  for (auto& w : works) w->lastProgressUsec = nowUsec();
+  const Clock::time_point begin = Clock::now();
+  for (auto& w : works) w->lastProgressUsec = usecOf(begin);
   uint64_t seenReports = hangReportRequests();
   Clock::time_point idleSince;
-  Clock::time_point lastPeerCheck = Clock::now();
+  Clock::time_point lastPeerCheck = begin;
   bool idle = false;
   for (;;) {
     bool allDone;

@@ -130,8 +130,8 @@ ncclResult_t addCollective(Lane& lane, CommWork& w, OpDesc& op) {
   a.nranks = n;
   a.pieceBytes = pieceBytes(c);
 
-  auto pre = std::make_unique<StepList>();
   if (op.preMul && isReduction(op.kind)) {
+    auto pre = std::make_unique<StepList>();
     size_t inBytes = inputElems(op, n) * esize;
     w.scratch.emplace_back();
     NCCLCHECK(c.backend->scratch(inBytes, &w.scratch.back()));
@@ -140,8 +140,8 @@ ncclResult_t addCollective(Lane& lane, CommWork& w, OpDesc& op) {
     s.scalar = op.deviceScalar ? op.deviceScalar : op.scalar;
     pre->push(s);
     a.src = w.scratch.back().get();
+    lane.add(std::move(pre));
   }
-  lane.add(std::move(pre));
 
   if (n == 1) {
     auto only = std::make_unique<StepList>();

@@ -17,6 +17,7 @@ class Lane {
   // streamDst: the source belongs to an op whose output is too large to stay in cache, so
   // its copies into the output bypass the cache.
   void add(std::unique_ptr<StepSource> src, bool streamDst = false) {
+    if (sources_.empty()) sources_.reserve(4);  // a collective's: [pre-scale] algorithm [average]
     sources_.push_back(std::move(src));
     streamDst_.push_back(streamDst);
   }
