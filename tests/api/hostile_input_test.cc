@@ -31,28 +31,12 @@
 #include <thread>
 #include <vector>
 #include "nccl.h"
+#include "common/proc_sockets.h"
 #include "common/text_file.h"
 
 namespace {
 
 constexpr int kRanks = 4;
-
-std::set<unsigned long> ownSocketInodes() {
-  std::set<unsigned long> inodes;
-  DIR* d = opendir("/proc/self/fd");
-  if (d == nullptr) return inodes;
-  while (dirent* e = readdir(d)) {
-    char path[300], target[64];
-    snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-    ssize_t n = readlink(path, target, sizeof(target) - 1);
-    if (n <= 0) continue;
-    target[n] = 0;
-    unsigned long ino;
-    if (sscanf(target, "socket:[%lu]", &ino) == 1) inodes.insert(ino);
-  }
-  closedir(d);
-  return inodes;
-}
 
 // The addresses (IPv4 and IPv6) of TCP sockets in LISTEN state that belong to this process.
 struct Listener {
@@ -65,17 +49,9 @@ struct Listener {
 
 std::vector<Listener> ownListeners() {
   std::vector<Listener> out;
-  std::set<unsigned long> mine = ownSocketInodes();
+  const std::set<unsigned long> mine = accl_test::socketInodes(getpid());
   for (bool v6 : {false, true}) {
-    std::ifstream in(v6 ? "/proc/net/tcp6" : "/proc/net/tcp");
-    std::string line;
-    std::getline(in, line);
-    while (std::getline(in, line)) {
-      std::istringstream ss(line);
-      std::string sl, local, remote, st, queues, tr, retr, uid, timeout;
-      unsigned long inode = 0;
-      ss >> sl >> local >> remote >> st >> queues >> tr >> retr >> uid >> timeout >> inode;
-      if (st != "0A" || mine.count(inode) == 0) continue;  // 0A = LISTEN
+    for (const std::string& local : accl_test::listeningAddresses(mine, v6)) {
       size_t colon = local.rfind(':');
       if (colon == std::string::npos) continue;
       uint16_t port = static_cast<uint16_t>(strtol(local.c_str() + colon + 1, nullptr, 16));

@@ -22,6 +22,7 @@
 #include <vector>
 #include "../common/free_port.h"
 #include "nccl.h"
+#include "common/proc_sockets.h"
 #include "common/text_file.h"
 
 namespace {
@@ -30,38 +31,11 @@ constexpr int kRanks = 4;
 constexpr uint64_t kCommIdMagic = 0x41434c434f4d4d49ull;  // what any NCCL_COMM_ID job presents
 constexpr int32_t kShrinkTag = 0x5348524b;                // the tag ncclCommShrink's id travels with
 
-std::set<unsigned long> socketInodes(pid_t pid) {
-  std::set<unsigned long> inodes;
-  std::string dir = "/proc/" + std::to_string(pid) + "/fd";
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return inodes;
-  while (dirent* e = readdir(d)) {
-    char target[64];
-    ssize_t n = readlink((dir + "/" + e->d_name).c_str(), target, sizeof(target) - 1);
-    if (n <= 0) continue;
-    target[n] = 0;
-    unsigned long ino;
-    if (sscanf(target, "socket:[%lu]", &ino) == 1) inodes.insert(ino);
-  }
-  closedir(d);
-  return inodes;
-}
-
 // Loopback ports on which `pid` listens (IPv4).
 std::vector<int> listeningPorts(pid_t pid) {
-  std::set<unsigned long> mine = socketInodes(pid);
   std::vector<int> ports;
-  std::ifstream in("/proc/net/tcp");
-  std::string line;
-  std::getline(in, line);
-  while (std::getline(in, line)) {
-    std::istringstream ss(line);
-    std::string sl, local, remote, st, queues, tr, retr, uid, timeout;
-    unsigned long inode = 0;
-    ss >> sl >> local >> remote >> st >> queues >> tr >> retr >> uid >> timeout >> inode;
-    if (st != "0A" || mine.count(inode) == 0) continue;
+  for (const std::string& local : accl_test::listeningAddresses(accl_test::socketInodes(pid), false))
     ports.push_back(static_cast<int>(strtol(local.c_str() + local.rfind(':') + 1, nullptr, 16)));
-  }
   return ports;
 }
 
