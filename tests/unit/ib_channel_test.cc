@@ -72,6 +72,21 @@ TEST(IbChannel, HandshakeBringsEveryQpToRtsWithPeerAddressTimeoutAndRetry) {
   }
 }
 
+// A pair whose sender has `src` registered and whose receiver has `dst`; call
+// ASSERT_NO_FATAL_FAILURE(p.registerBuffers()) before using the keys.
+struct PairWithBuffers : Pair {
+  PairWithBuffers(int nqps, size_t srcBytes, size_t dstBytes)
+      : Pair(nqps), src(srcBytes), dst(dstBytes), ca(va, qa->pd()), cb(vb, qb->pd()) {}
+  void registerBuffers() {
+    uint64_t h;
+    ASSERT_EQ(ca.reg(src.data(), src.size(), &ks, &h), ncclSuccess);
+    ASSERT_EQ(cb.reg(dst.data(), dst.size(), &kd, &h), ncclSuccess);
+  }
+  std::vector<char> src, dst;
+  MrCache ca, cb;
+  MrKeys ks, kd;
+};
+
 // Sends `n` messages of varying sizes, each waiting for the receiver's credit first.
 void exchange(Pair& p, int n) {
   std::vector<char> src(5000), dst(8192);
@@ -143,17 +158,12 @@ TEST(IbChannel, ReceiverCreditsBoundTheMessagesInFlight) {
 // the sender is still inside isend for that message (it ran on another thread, or the NIC
 // was fast): the sender must not erase that credit, or the message after it never goes.
 TEST(IbChannel, ACreditPostedWhileTheSenderIsStillPostingIsNotLost) {
-  Pair p(1);
-  std::vector<char> src(64), dst(64 * kIbMaxInflight);
-  MrCache ca(p.va, p.qa->pd()), cb(p.vb, p.qb->pd());
-  MrKeys ks, kd;
-  uint64_t h;
-  ASSERT_EQ(ca.reg(src.data(), src.size(), &ks, &h), ncclSuccess);
-  ASSERT_EQ(cb.reg(dst.data(), dst.size(), &kd, &h), ncclSuccess);
+  PairWithBuffers p(1, 64, 64 * kIbMaxInflight);
+  ASSERT_NO_FATAL_FAILURE(p.registerBuffers());
   std::vector<int64_t> rreqs;
   for (int i = 0; i < kIbMaxInflight; i++) {
     int64_t r = -1;
-    ASSERT_EQ(p.receiver->irecv(dst.data() + 64 * i, 64, kd.rkey, &r), ncclSuccess);
+    ASSERT_EQ(p.receiver->irecv(p.dst.data() + 64 * i, 64, p.kd.rkey, &r), ncclSuccess);
     rreqs.push_back(r);
   }
   int64_t again = -1;
@@ -162,11 +172,11 @@ TEST(IbChannel, ACreditPostedWhileTheSenderIsStillPostingIsNotLost) {
     size_t n = 0;
     ASSERT_EQ(p.receiver->test(rreqs[0], &done, &n), ncclSuccess);
     ASSERT_TRUE(done);
-    ASSERT_EQ(p.receiver->irecv(dst.data(), 64, kd.rkey, &again), ncclSuccess);
+    ASSERT_EQ(p.receiver->irecv(p.dst.data(), 64, p.kd.rkey, &again), ncclSuccess);
   };
   for (int i = 0; i <= kIbMaxInflight; i++) {
     int64_t s = -1;
-    for (int spin = 0; spin < 100 && s < 0; spin++) ASSERT_EQ(p.sender->isend(src.data(), 64, ks.lkey, &s), ncclSuccess);
+    for (int spin = 0; spin < 100 && s < 0; spin++) ASSERT_EQ(p.sender->isend(p.src.data(), 64, p.ks.lkey, &s), ncclSuccess);
     ASSERT_EQ(s, i) << "message " << i << " found no credit";
   }
   EXPECT_EQ(again, kIbMaxInflight);
@@ -174,30 +184,20 @@ TEST(IbChannel, ACreditPostedWhileTheSenderIsStillPostingIsNotLost) {
 }
 
 TEST(IbChannel, MessageLargerThanThePostedReceiveIsRefused) {
-  Pair p(1);
-  std::vector<char> src(256), dst(128);
-  MrCache ca(p.va, p.qa->pd()), cb(p.vb, p.qb->pd());
-  MrKeys ks, kd;
-  uint64_t h;
-  ASSERT_EQ(ca.reg(src.data(), src.size(), &ks, &h), ncclSuccess);
-  ASSERT_EQ(cb.reg(dst.data(), dst.size(), &kd, &h), ncclSuccess);
+  PairWithBuffers p(1, 256, 128);
+  ASSERT_NO_FATAL_FAILURE(p.registerBuffers());
   int64_t r, s;
-  ASSERT_EQ(p.receiver->irecv(dst.data(), dst.size(), kd.rkey, &r), ncclSuccess);
-  EXPECT_EQ(p.sender->isend(src.data(), src.size(), ks.lkey, &s), ncclInvalidUsage);
+  ASSERT_EQ(p.receiver->irecv(p.dst.data(), p.dst.size(), p.kd.rkey, &r), ncclSuccess);
+  EXPECT_EQ(p.sender->isend(p.src.data(), p.src.size(), p.ks.lkey, &s), ncclInvalidUsage);
 }
 
 TEST(IbChannel, ErrorCompletionFailsTheRequestNamingThePeer) {
-  Pair p(2);
-  std::vector<char> src(100), dst(100);
-  MrCache ca(p.va, p.qa->pd()), cb(p.vb, p.qb->pd());
-  MrKeys ks, kd;
-  uint64_t h;
-  ASSERT_EQ(ca.reg(src.data(), src.size(), &ks, &h), ncclSuccess);
-  ASSERT_EQ(cb.reg(dst.data(), dst.size(), &kd, &h), ncclSuccess);
+  PairWithBuffers p(2, 100, 100);
+  ASSERT_NO_FATAL_FAILURE(p.registerBuffers());
   int64_t r, s;
-  ASSERT_EQ(p.receiver->irecv(dst.data(), dst.size(), kd.rkey, &r), ncclSuccess);
+  ASSERT_EQ(p.receiver->irecv(p.dst.data(), p.dst.size(), p.kd.rkey, &r), ncclSuccess);
   p.fabric.failNextWrite = "Local Protection Error";
-  ASSERT_EQ(p.sender->isend(src.data(), src.size(), ks.lkey, &s), ncclSuccess);
+  ASSERT_EQ(p.sender->isend(p.src.data(), p.src.size(), p.ks.lkey, &s), ncclSuccess);
   bool done = false;
   EXPECT_EQ(p.sender->test(s, &done, nullptr), ncclRemoteError);
   EXPECT_FALSE(done);
@@ -207,15 +207,10 @@ TEST(IbChannel, ErrorCompletionFailsTheRequestNamingThePeer) {
 }
 
 TEST(IbChannel, DeadPeerIsACleanErrorOnBothSides) {
-  Pair p(2);
-  std::vector<char> src(100), dst(100);
-  MrCache ca(p.va, p.qa->pd()), cb(p.vb, p.qb->pd());
-  MrKeys ks, kd;
-  uint64_t h;
-  ASSERT_EQ(ca.reg(src.data(), src.size(), &ks, &h), ncclSuccess);
-  ASSERT_EQ(cb.reg(dst.data(), dst.size(), &kd, &h), ncclSuccess);
+  PairWithBuffers p(2, 100, 100);
+  ASSERT_NO_FATAL_FAILURE(p.registerBuffers());
   int64_t r, s;
-  ASSERT_EQ(p.receiver->irecv(dst.data(), dst.size(), kd.rkey, &r), ncclSuccess);
+  ASSERT_EQ(p.receiver->irecv(p.dst.data(), p.dst.size(), p.kd.rkey, &r), ncclSuccess);
   // The sender's host dies: its QPs error, the receiver's posted receives are flushed.
   for (uint32_t qpn : p.qa->qpns()) p.fabric.breakQp(qpn);
   for (uint32_t qpn : p.qb->qpns()) p.fabric.breakQp(qpn);
@@ -223,7 +218,7 @@ TEST(IbChannel, DeadPeerIsACleanErrorOnBothSides) {
   EXPECT_EQ(p.receiver->test(r, &done, nullptr), ncclRemoteError);
   EXPECT_NE(p.receiver->error().find("rank 0 (hostA)"), std::string::npos) << p.receiver->error();
   EXPECT_NE(p.receiver->error().find("Flushed"), std::string::npos) << p.receiver->error();
-  ASSERT_EQ(p.sender->isend(src.data(), src.size(), ks.lkey, &s), ncclSuccess);
+  ASSERT_EQ(p.sender->isend(p.src.data(), p.src.size(), p.ks.lkey, &s), ncclSuccess);
   ASSERT_EQ(s, 0);  // the credit arrived before the death
   EXPECT_EQ(p.sender->test(s, &done, nullptr), ncclRemoteError);
   EXPECT_NE(p.sender->error().find("Retry Counter Exceeded"), std::string::npos) << p.sender->error();
