@@ -33,22 +33,12 @@ import subprocess
 import sys
 import tempfile
 
+from sizes import human, parse_size
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 # Bytes each rank sends (and receives) per operation of S bytes, at 2 ranks.
 PER_DIRECTION = {"all_reduce": lambda s: s, "all_gather": lambda s: s // 2}
-
-
-def parse_size(s):
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(float(s[:-1]) * mult[s[-1].upper()]) if s[-1].upper() in mult else int(s)
-
-
-def human(n):
-    for unit, div in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= div and n % div == 0:
-            return f"{n // div}{unit}"
-    return str(n)
 
 
 def run(cmd, env, timeout=600):
