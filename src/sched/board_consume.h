@@ -31,8 +31,7 @@ struct BoardFold {
   dev::RedKind op = dev::RedKind::Sum;
   char* dst = nullptr;  // where this chunk's result goes (for gathers: rank 0's piece)
   size_t stride = 0;    // gathers: bytes between two ranks' pieces in dst
-  size_t len = 0;       // bytes of this chunk each rank posted (sliced all-reduces: of the slice)
-  size_t offset = 0;    // where in each post those bytes start (sliced all-reduces: the slice's)
+  size_t len = 0;       // bytes of this chunk each rank posted
 };
 
 // Consumes the posts of board operation `seq` from rank *next on, in rank order, as long as
@@ -47,11 +46,11 @@ inline bool consumeBoardPosts(Board& board, uint64_t seq, int nranks, const Boar
       return false;
     }
     if (f.gather) {
-      std::memcpy(f.dst + r * f.stride, slot->data() + f.offset, f.len);
+      std::memcpy(f.dst + r * f.stride, slot->data(), f.len);
     } else if (r == 1) {
-      dev::reduce2(f.type, f.op, f.dst, slots[0]->data() + f.offset, slot->data() + f.offset, f.len / esize);
+      dev::reduce2(f.type, f.op, f.dst, slots[0]->data(), slot->data(), f.len / esize);
     } else if (r > 1) {
-      dev::reduce2(f.type, f.op, f.dst, f.dst, slot->data() + f.offset, f.len / esize);
+      dev::reduce2(f.type, f.op, f.dst, f.dst, slot->data(), f.len / esize);
     }
   }
   *next = nranks;

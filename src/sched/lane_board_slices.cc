@@ -1,17 +1,18 @@
 // Lane::runBoardSliceStep: the sliced ShmDirect all-reduce (Step::Kind::BoardSliceReduce).
 // For medium sizes, every rank folding every input (runBoardStep) does n times the work and
-// reads n whole inputs; here each rank folds only its slice (boardSlice()) of every rank's
-// post, in rank order, writes the result to its output and over its own post's slice, and
-// publishes it (Board::sliced); then it copies the other ranks' reduced slices out of their
-// slots. Each rank reads about 2 inputs' worth whatever n is, and the fold is the same
-// ((x0 op x1) op x2 ... per element) as runBoardStep's, so results are bitwise identical.
+// reads n whole inputs; here each rank posts all of its input but its own slice
+// (boardSlice()), folds that slice of every rank's input in rank order into the gap it left
+// in its slot, copies the result to its output and publishes it (Board::sliced); then it
+// copies the other ranks' reduced slices out of their slots. Each rank reads about 2 inputs'
+// worth whatever n is, and the fold is the same ((x0 op x1) op x2 ... per element) as
+// runBoardStep's, so results are bitwise identical.
 //
 // Why the two slots still need no acknowledgement: a rank finishes operation k only after
 // every rank published its slice of k, which each does after it finished gathering k-1. So
 // when a rank posts k+1 over the slot of k-1, nobody reads k-1 any more (board.h's argument,
-// with "read every post" replaced by "published its slice"). A rank overwrites only its own
-// slice of its own post, which no other rank folds. Rank 0's slice is never empty, so some
-// rank reads every post before anyone finishes the operation.
+// with "read every post" replaced by "published its slice"). A rank writes its result only
+// into its own slot's gap, which no other rank folds from. Rank 0's slice is never empty, so
+// some rank reads every post before anyone finishes the operation.
 #include <algorithm>
 #include <cstring>
 #include "base/check.h"
