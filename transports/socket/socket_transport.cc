@@ -2,6 +2,7 @@
 // peek/release work on the staging rings; the helper threads (socket_worker.cc) move the bulk
 // of the bytes, but small commits are sent, and awaited bytes read, by the executor itself.
 #include "transports/socket/socket_transport.h"
+#include <atomic>
 #include <algorithm>
 #include <mutex>
 #include "base/check.h"
@@ -117,7 +118,10 @@ class StripedConnection final : public SocketConnection {
   bool attached() const { return attached_.load(std::memory_order_acquire); }
   void wakeWorkers() {
     // Before attach there is nobody to wake: the workers' first pass moves what is waiting,
-    // and attach() wakes them after it (seq_cst: pairs with its store, after our ring update).
+    // and attach() wakes them after it. The fence keeps our ring update (a release store)
+    // ahead of this load; without it the load may pass the store, and this side could read
+    // "not attached" while the workers attach() wakes still miss the update.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     if (!attached_.load(std::memory_order_seq_cst)) return;
     for (auto& w : workers_) w->wake();
   }
