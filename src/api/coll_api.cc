@@ -5,6 +5,7 @@
 #include "api/api.h"
 #include "base/check.h"
 #include "sched/board_fast_path.h"
+#include "sched/pairs_fast_path.h"
 #include "sched/group.h"
 
 using namespace accl;
@@ -178,6 +179,7 @@ ncclResult_t record(const Call& c) {
   op->comm = std::move(comm);
   ncclResult_t direct;
   if (runOnBoardDirectly(*op, &direct)) return direct;
+  if (runAllPairsDirectly(*op, &direct)) return direct;
   return enqueueOp(std::move(op));
 }
 

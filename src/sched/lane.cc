@@ -7,10 +7,6 @@
 namespace accl {
 namespace {
 
-// Every step starts its bytes at a 16-byte boundary of the stream so that received data can
-// be reduced in place with aligned element access. Both ends pad identically.
-constexpr uint64_t kStreamAlign = 16;
-
 size_t roundDown(size_t n, size_t esize) { return n - n % esize; }
 
 }  // namespace

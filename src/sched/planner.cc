@@ -317,6 +317,8 @@ void addFingerprintPhase(CommWork& w, const std::vector<std::unique_ptr<OpDesc>>
 
 }  // namespace
 
+size_t collPieceBytes(const Comm& c) { return pieceBytes(c); }
+
 // A reduction writes each piece of its output right after reading the same piece of its
 // input; when they are the same memory (in-place) those lines are in this core's cache, and a
 // non-temporal store would first evict them (in-place ran 1.2-1.6x slower than out-of-place at

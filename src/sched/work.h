@@ -12,6 +12,11 @@
 
 namespace accl {
 
+// Every step starts its bytes at a 16-byte boundary of a connection's stream, so received
+// data can be reduced in place with aligned element access. Both ends pad identically
+// (Lane, and the AllPairs direct call, sched/pairs_fast_path.cc).
+constexpr uint64_t kStreamAlign = 16;
+
 class Lane {
  public:
   // streamDst: the source belongs to an op whose output is too large to stay in cache, so
@@ -32,6 +37,21 @@ class Lane {
   void resumeBoardStep(uint64_t seq, int next) {
     resumeSeq_ = seq;
     resumeNext_ = next;
+  }
+  // The AllPairs direct path (pairs_fast_path.h) ran the first steps of this lane's first
+  // source (the same algorithm, made with the same arguments): the lane carries on with that
+  // source object, inside step `cur` (null: between steps) at `done` bytes, with the padding
+  // in front of it already sent/skipped as the flags say.
+  void resumeFirstSource(std::unique_ptr<StepSource> src, const Step* cur, size_t done, bool sendAligned,
+                         bool recvAligned) {
+    sources_[0] = std::move(src);
+    if (!cur) return;
+    cur_ = *cur;
+    cur_.streamDst = cur_.streamDst || streamDst_[0];
+    hasCur_ = true;
+    done_ = done;
+    sendAligned_ = sendAligned;
+    recvAligned_ = recvAligned;
   }
   // For hang reports: the step this lane waits on, how far it got, and for whom it waits
   // (-1 when not waiting on that direction).

@@ -2,7 +2,8 @@
 // stream): every survivor's ncclAllReduce returns ncclRemoteError or ncclSystemError within
 // 10 s, ncclCommGetAsyncError then reports it, and the survivor's NCCL_DEBUG=WARN log names
 // the lost rank. Over shared memory and over sockets (NCCL_SHM_DISABLE=1), and over sockets with
-// NCCL_ALGO=AllPairs (every rank waits for every peer's input, in rank order).
+// NCCL_ALGO=AllPairs (every rank waits for every peer's input, in rank order), also with 8-float
+// all-reduces, which AllPairs runs straight from the call (sched/pairs_fast_path.h).
 // Each survivor's log is its NCCL_DEBUG_FILE.
 // (tests/mp/failure_shrink_test.cc covers recovery by ncclCommShrink; this file covers what a
 // user sees: result codes and the log.)
@@ -51,6 +52,7 @@ struct Shared {
 struct Variant {
   bool sockets;
   const char* algo;
+  size_t count = 1 << 16;  // floats per all-reduce
 };
 
 [[noreturn]] void rankMain(Shared* sh, int rank, const Variant& v, const std::string& logPath) {
@@ -60,7 +62,7 @@ struct Variant {
   if (v.sockets) setenv("NCCL_SHM_DISABLE", "1", 1);
   if (v.algo) setenv("NCCL_ALGO", v.algo, 1);
   ncclComm_t comm = accl_forked::initForkedRank(&sh->uid, kRanks, rank);
-  std::vector<float> buf(1 << 16, 1.0f);
+  std::vector<float> buf(v.count, 1.0f);
   for (;;) {
     ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclAvg, comm, nullptr);
     if (r != ncclSuccess) {
@@ -188,10 +190,12 @@ TEST_P(KillOneRankProcess, EverySurvivorsLogNamesTheLostRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(, KillOneRankProcess,
-                         testing::Values(Variant{false, nullptr}, Variant{true, nullptr}, Variant{true, "AllPairs"}),
+                         testing::Values(Variant{false, nullptr}, Variant{true, nullptr}, Variant{true, "AllPairs"},
+                                         Variant{true, "AllPairs", 8}),
                          [](const testing::TestParamInfo<Variant>& info) {
                            return std::string(info.param.sockets ? "OverSockets" : "OverSharedMemory") +
-                                  (info.param.algo ? std::string("With") + info.param.algo : std::string());
+                                  (info.param.algo ? std::string("With") + info.param.algo : std::string()) +
+                                  (info.param.count < 1024 ? "Small" : "");
                          });
 
 }  // namespace

@@ -1,0 +1,300 @@
+#include "sched/pairs_fast_path.h"
+#include <sched.h>
+#include <unistd.h>
+#include <algorithm>
+#include <chrono>
+#include "base/check.h"
+#include "base/param.h"
+#include "base/trace.h"
+#include "coll/algorithms.h"
+#include "sched/group.h"
+#include "sched/planner.h"
+#include "sched/tuner.h"
+#include "sched/work.h"
+
+namespace accl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// Blocked passes between yields while spinning: each pass already makes a recv() per waiting
+// socket (the wait itself), so the yield is only there to let a peer that shares the core run.
+constexpr unsigned kPassesPerYield = 16;
+// Larger all-reduces are not worth a second copy of the executor's logic: their sends go
+// through the helper threads anyway (commits above 16 KiB, transports/socket).
+constexpr size_t kDirectMaxBytes = 16 << 10;
+
+int onlineCores() {
+  static const int n = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  return n > 0 ? n : 1;
+}
+
+bool qualifies(const OpDesc& op, const Comm& c, size_t bytes) {
+  static const bool enabled = param::pairsDirect() != 0 && param::checkMismatch() == 0;
+  if (!enabled || inGroup() || op.stream.kind != dev::StreamKind::Caller) return false;
+  if (op.kind != OpKind::AllReduce || op.preMul || c.nranks < 2) return false;
+  if (bytes == 0 || bytes > kDirectMaxBytes || !c.backend->hostBuffers() || traceEnabled()) return false;
+  if (c.abortFlag.load(std::memory_order_relaxed) || c.revoked.load(std::memory_order_relaxed) ||
+      c.asyncError.load(std::memory_order_relaxed) != ncclSuccess)
+    return false;  // the executor reports why the op cannot run
+  // The planner's choice (sched/planner.cc, host buffers): AllPairs runs the gathered
+  // rank-order all-reduce in either determinism mode.
+  return chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks, c.board.capacity, c.board.peersReadable) ==
+         Algo::AllPairs;
+}
+
+// The direct board call's policy (board_fast_path.cc): spin while the peers have cores of
+// their own, then yield; the executor then keeps yielding a while and finally sleeps.
+struct WaitBudget {
+  int64_t spinUsec;
+  int64_t totalUsec;
+};
+WaitBudget waitBudget(const Comm& c) {
+  const bool oversubscribed = c.localRankCount() > onlineCores();
+  int64_t spin = param::directSpinUsec();
+  if (spin < 0) spin = oversubscribed ? 0 : 10;
+  int64_t yield = param::yieldUsec();
+  if (yield < 0) yield = oversubscribed ? 200 : 50;
+  return {spin, spin + yield};
+}
+
+size_t roundDown(size_t n, size_t esize) { return n - n % esize; }
+
+// Waits for a host data call (the host backend's fences complete before they are returned).
+void settle(dev::Backend& be, dev::Fence f) {
+  while (f.pending() && !be.poll(f)) __builtin_ia32_pause();
+}
+
+// One direct call: the AllPairs steps of the op, run in order on the calling thread the way
+// a Lane runs them (same padding, same chunking by what the channels offer, same kernels).
+class PairsDirectOp {
+ public:
+  PairsDirectOp(const OpDesc& op, uint64_t ticket) : op_(op), ticket_(ticket), c_(*op_.comm) {}
+
+  ncclResult_t run() {
+    c_.inFlight.fetch_add(1);
+    CollArgs a;  // exactly as the planner makes them (addCollective), so the steps are the same
+    a.src = static_cast<const char*>(op_.sendbuff);
+    a.dst = static_cast<char*>(op_.recvbuff);
+    a.count = op_.count;
+    a.type = op_.type;
+    a.op = op_.red;
+    a.root = op_.root;
+    a.rank = c_.rank;
+    a.nranks = c_.nranks;
+    a.pieceBytes = collPieceBytes(c_);
+    src_ = makeRankOrderGatheredAllReduce(a);
+    streamDst_ = streamsOutput(op_, c_.nranks);
+
+    const WaitBudget budget = waitBudget(c_);
+    Clock::time_point idleSince;
+    bool idle = false;
+    for (unsigned blocked = 1;; blocked++) {
+      bool moved = false, finished = false;
+      if (advance(&moved, &finished) != ncclSuccess) break;  // the executor meets it again and reports it
+      if (finished) {
+        finish();
+        return ncclSuccess;
+      }
+      if (moved) {
+        idle = false;
+        continue;
+      }
+      if (!idle) {
+        idle = true;
+        idleSince = Clock::now();
+        blocked = 1;
+      }
+      const int64_t waited = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - idleSince).count();
+      if (waited >= budget.totalUsec || c_.abortFlag.load(std::memory_order_relaxed)) break;
+      if (waited >= budget.spinUsec || blocked % kPassesPerYield == 0) sched_yield();
+    }
+    c_.inFlight.fetch_sub(1);  // the executor counts the op again while it runs it
+    return handOver();
+  }
+
+ private:
+  // Moves the steps as far as the channels allow. *finished: every step is done and every
+  // byte sent is on the wire (what the executor waits for before it finishes a work).
+  ncclResult_t advance(bool* moved, bool* finished) {
+    for (;;) {
+      if (!hasCur_) {
+        if (!sourceDone_) {
+          sourceDone_ = !src_->next(&cur_);
+          if (!sourceDone_) {
+            if (cur_.bytes == 0) continue;  // the lane skips empty steps on both ends too
+            cur_.streamDst = cur_.streamDst || streamDst_;
+            hasCur_ = true;
+            done_ = 0;
+            sendAligned_ = recvAligned_ = false;
+          }
+        }
+        if (sourceDone_) {
+          *finished = !sendsStaged();
+          return ncclSuccess;
+        }
+      }
+      bool stepMoved = false;
+      NCCLCHECK(runStep(&stepMoved));
+      if (done_ == cur_.bytes) hasCur_ = false;
+      if (!stepMoved) return ncclSuccess;
+      *moved = true;
+    }
+  }
+
+  bool sendsStaged() {
+    for (auto& conn : c_.conns)
+      if (conn && conn->send()->pendingLocal()) return true;
+    return false;
+  }
+
+  // Lane::alignSend / alignRecv: pad the stream to kStreamAlign before a step's bytes.
+  bool alignSend(SendChannel* ch) {
+    if (sendAligned_) return true;
+    const size_t pad = (kStreamAlign - ch->position() % kStreamAlign) % kStreamAlign;
+    if (pad) {
+      void* buf;
+      size_t avail;
+      if (ch->acquire(&buf, &avail) != ncclSuccess || avail < pad) return false;
+      ch->commitPadding(pad);
+    }
+    sendAligned_ = true;
+    return true;
+  }
+  bool alignRecv(RecvChannel* ch) {
+    if (recvAligned_) return true;
+    const size_t pad = (kStreamAlign - ch->position() % kStreamAlign) % kStreamAlign;
+    if (pad) {
+      const void* buf;
+      size_t avail;
+      if (ch->peek(&buf, &avail) != ncclSuccess || avail < pad) return false;
+      ch->release(pad);
+    }
+    recvAligned_ = true;
+    return true;
+  }
+
+  // The step kinds the gathered rank-order all-reduce makes (coll/rank_order_reduce.cc).
+  ncclResult_t runStep(bool* moved) {
+    Step& s = cur_;
+    dev::Backend& be = *c_.backend;
+    const dev::StreamRef& st = op_.stream;
+    const size_t esize = dev::typeSize(s.type);
+    const size_t remaining = s.bytes - done_;
+    switch (s.kind) {
+      case Step::Kind::Copy:
+        if (s.dst != s.src) settle(be, be.copy(st, s.dst, s.src, s.bytes, false));
+        break;
+      case Step::Kind::Accumulate:
+        settle(be, be.reduce2(st, s.type, s.op, s.dst, s.dst, s.src, s.bytes / esize));
+        break;
+      case Step::Kind::Send: {
+        PeerConnection* conn;
+        NCCLCHECK(c_.connection(s.sendPeer, &conn));
+        SendChannel* ch = conn->send();
+        void* buf;
+        size_t avail;
+        if (!alignSend(ch)) return ch->acquire(&buf, &avail);  // surfaces a closed connection
+        NCCLCHECK(ch->acquire(&buf, &avail));
+        const size_t n = roundDown(std::min(avail, remaining), esize);
+        if (n == 0) return ncclSuccess;
+        settle(be, be.copy(st, buf, s.src + done_, n, false));
+        ch->commit(n);
+        done_ += n;
+        *moved = true;
+        return ncclSuccess;
+      }
+      case Step::Kind::Recv:
+      case Step::Kind::RecvReduce: {
+        PeerConnection* conn;
+        NCCLCHECK(c_.connection(s.recvPeer, &conn));
+        RecvChannel* ch = conn->recv();
+        const void* buf;
+        size_t avail;
+        if (!alignRecv(ch)) return ch->peek(&buf, &avail);
+        NCCLCHECK(ch->peek(&buf, &avail));
+        const size_t n = roundDown(std::min(avail, remaining), esize);
+        if (n == 0) return ncclSuccess;
+        if (s.kind == Step::Kind::Recv) {
+          if (s.dst) settle(be, be.copy(st, s.dst + done_, buf, n, s.streamDst));
+        } else {
+          const void* local = s.src + done_;
+          settle(be, be.reduce2(st, s.type, s.op, s.dst + done_, s.recvFirst ? buf : local, s.recvFirst ? local : buf,
+                                n / esize));
+        }
+        ch->release(n);
+        done_ += n;
+        *moved = true;
+        return ncclSuccess;
+      }
+      default:
+        WARN("rank %d: AllPairs direct call met a step it does not run (kind %d)", c_.rank, static_cast<int>(s.kind));
+        return ncclInternalError;
+    }
+    done_ = s.bytes;  // local steps complete at once
+    *moved = true;
+    return ncclSuccess;
+  }
+
+  void finish() {
+    if (op_.avg) settle(*c_.backend, c_.backend->divide(op_.stream, op_.type, op_.recvbuff, op_.recvbuff, c_.nranks,
+                                                        op_.count));
+    c_.inFlight.fetch_sub(1);
+    c_.doneTicket.store(ticket_ + 1, std::memory_order_release);
+    ringDoorbell(c_.bell());  // a work of another thread may wait for this ticket
+  }
+
+  // The executor finishes the op: planned as usual, its algorithm continued from this call's
+  // step source at the step and byte this call reached.
+  ncclResult_t handOver() {
+    std::vector<std::unique_ptr<OpDesc>> ops;
+    ops.push_back(std::make_unique<OpDesc>(op_));
+    std::unique_ptr<CommWork> w;
+    ncclResult_t res = planWork(std::move(ops), &w);
+    if (res == ncclSuccess && (w->phases.size() != 1 || w->phases[0].size() != 1)) {
+      WARN("rank %d: AllPairs direct call: the planned work has an unexpected shape", c_.rank);
+      res = ncclInternalError;
+    }
+    if (res != ncclSuccess) {
+      // Not expected for an op that qualified. Fail the communicator so that peers waiting on
+      // this rank do not hang silently, and free its ticket.
+      c_.fail(res, -1);
+      c_.doneTicket.store(ticket_ + 1, std::memory_order_release);
+      return res;
+    }
+    w->ticket = ticket_;
+    INFO(kSubsysColl, "rank %d: AllReduce of %zu bytes handed to the executor (waiting for a peer)", c_.rank,
+         op_.count * dev::typeSize(op_.type));
+    w->phases[0][0].resumeFirstSource(std::move(src_), hasCur_ ? &cur_ : nullptr, done_, sendAligned_, recvAligned_);
+    std::vector<std::unique_ptr<CommWork>> works;
+    works.push_back(std::move(w));
+    return executeWorks(works);
+  }
+
+  const OpDesc& op_;
+  const uint64_t ticket_;
+  Comm& c_;
+  std::unique_ptr<StepSource> src_;
+  bool streamDst_ = false;
+  bool sourceDone_ = false;
+  Step cur_;
+  bool hasCur_ = false;
+  size_t done_ = 0;
+  bool sendAligned_ = false;
+  bool recvAligned_ = false;
+};
+
+}  // namespace
+
+bool runAllPairsDirectly(const OpDesc& op, ncclResult_t* res) {
+  Comm& c = *op.comm;
+  if (!qualifies(op, c, op.count * dev::typeSize(op.type))) return false;
+  // Only on an idle communicator: the op takes the next ticket and runs at once, so issue
+  // order is kept (a work queued by another thread meanwhile waits for this ticket).
+  uint64_t ticket = c.doneTicket.load(std::memory_order_acquire);
+  if (!c.issueTicket.compare_exchange_strong(ticket, ticket + 1, std::memory_order_acq_rel)) return false;
+  PairsDirectOp direct(op, ticket);
+  *res = direct.run();
+  return true;
+}
+
+}  // namespace accl
