@@ -105,7 +105,8 @@ bool SocketLink::pumpSend(int s) {
       continue;
     }
     if (n < 0 && transient(errno)) return moved;
-    fail(ncclRemoteError, std::string("send: ") + (n < 0 ? strerror(errno) : "no progress"));
+    if (n < 0) failOnSocketError(errno, std::string("send: ") + strerror(errno));
+    else fail(ncclRemoteError, "send: no progress");
     return moved;
   }
 }
@@ -138,6 +139,12 @@ bool SocketLink::pumpRecv(int s) {
     return moved;
   }
   return moved;
+}
+
+void SocketLink::failOnSocketError(int err, const std::string& what) {
+  // Before fail(): whoever sees the failure may ask closedByPeer() at once.
+  if (err == ECONNRESET || err == EPIPE) endedByPeer.store(true, std::memory_order_release);
+  fail(ncclRemoteError, what);
 }
 
 void SocketLink::fail(int result, const std::string& what) {

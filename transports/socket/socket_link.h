@@ -72,6 +72,9 @@ struct SocketLink {
   std::atomic<bool> stopping{false};
   std::atomic<bool> closedLocally{false};
   std::atomic<int> error{0};  // ncclResult_t of the first hard failure (0 = none)
+  // The peer ended the connection (a reset or broken pipe, as a send or a socket error):
+  // like eof, it names the peer as the rank that left when the failure is reported.
+  std::atomic<bool> endedByPeer{false};
 
   // Move what socket s can move now without blocking (send: ring -> socket; receive: socket
   // -> ring); true if any byte moved. Skips the socket when another thread is pumping it.
@@ -81,6 +84,8 @@ struct SocketLink {
 
   // Records the first hard failure (WARNs it) and wakes the executor.
   void fail(int result, const std::string& what);
+  // The same for a socket error `err` (errno): a reset or broken pipe also sets endedByPeer.
+  void failOnSocketError(int err, const std::string& what);
   // True if the stream ended before the byte at `waitPos` (the receiver's head, with nothing
   // staged): the socket that carries it was closed by the peer without delivering it.
   bool blockedOnEof(uint64_t waitPos) const;

@@ -97,6 +97,8 @@ class StripedConnection final : public SocketConnection {
   const char* transportName() const override { return "Socket"; }
   int closedByPeer() const override {
     if (link_.closedLocally.load()) return -1;
+    // A reset seen by the helper thread's poll() fails the link before any recv() sees EOF.
+    if (link_.endedByPeer.load(std::memory_order_acquire)) return link_.peer.rank;
     for (int s = 0; s < link_.stripe.nsocks; s++)
       if (link_.eof[s].load(std::memory_order_acquire)) return link_.peer.rank;
     return -1;
