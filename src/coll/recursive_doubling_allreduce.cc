@@ -16,6 +16,9 @@ std::unique_ptr<StepSource> makeRecursiveDoublingAllReduce(const CollArgs& a) {
   while (pow2 * 2 <= n) pow2 *= 2;
   const int rem = n - pow2;
 
+  // The partial result: the input until the first exchange has reduced into dst, so an
+  // out-of-place call never copies its input to its output first.
+  const char* partial = a.src;
   int vrank;
   if (r < 2 * rem) {
     if (r % 2 == 0) {
@@ -24,17 +27,19 @@ std::unique_ptr<StepSource> makeRecursiveDoublingAllReduce(const CollArgs& a) {
       return list;
     }
     list->push(recvReduceStep(a, r - 1, a.dst, a.src, bytes));
+    partial = a.dst;
     vrank = r / 2;
   } else {
-    list->push(copyStep(a, a.dst, a.src, bytes));
     vrank = r - rem;
   }
   for (int mask = 1; mask < pow2; mask <<= 1) {
     int pv = vrank ^ mask;
     int partner = pv < rem ? pv * 2 + 1 : pv + rem;
-    list->push(sendStep(a, partner, a.dst, bytes));
-    list->push(recvReduceStep(a, partner, a.dst, a.dst, bytes));
+    list->push(sendStep(a, partner, partial, bytes));
+    list->push(recvReduceStep(a, partner, a.dst, partial, bytes));
+    partial = a.dst;
   }
+  if (partial != a.dst) list->push(copyStep(a, a.dst, a.src, bytes));  // one rank: no exchange ran
   if (r < 2 * rem) list->push(sendStep(a, r - 1, a.dst, bytes));
   return list;
 }
