@@ -111,20 +111,21 @@ ncclResult_t record(const Call& c) {
   dev::StreamRef stream;
   NCCLCHECK(comm->backend->resolveStream(c.fn, c.stream, &stream));
 
-  auto op = std::make_unique<OpDesc>();
-  op->kind = c.kind;
-  op->count = c.count;
-  op->type = type;
-  (c.kind == OpKind::Send || c.kind == OpKind::Recv ? op->peer : op->root) = c.root;  // the call's root-or-peer
-  op->stream = stream;
+  // On the stack: a direct board call (the common small op) then allocates nothing.
+  OpDesc op;
+  op.kind = c.kind;
+  op.count = c.count;
+  op.type = type;
+  (c.kind == OpKind::Send || c.kind == OpKind::Recv ? op.peer : op.root) = c.root;  // the call's root-or-peer
+  op.stream = stream;
   if (hasReduction(c.kind)) {
     if (c.op < 0) {
       WARN("%s: op = %d is not a valid ncclRedOp_t", c.fn, c.op);
       return ncclInvalidArgument;
     }
     if (c.op < ncclNumOps) {
-      op->avg = c.op == ncclAvg;
-      op->red = c.op == ncclAvg ? dev::RedKind::Sum : static_cast<dev::RedKind>(c.op);
+      op.avg = c.op == ncclAvg;
+      op.red = c.op == ncclAvg ? dev::RedKind::Sum : static_cast<dev::RedKind>(c.op);
     } else {
       std::lock_guard<std::mutex> lk(comm->redOpMu);
       size_t idx = static_cast<size_t>(c.op) - ncclNumOps;
@@ -139,10 +140,10 @@ ncclResult_t record(const Call& c) {
              dev::typeName(type));
         return ncclInvalidArgument;
       }
-      op->preMul = true;
-      op->red = dev::RedKind::Sum;
-      std::memcpy(op->scalar, e.scalar, sizeof(op->scalar));
-      if (e.residence == ncclScalarDevice) op->deviceScalar = e.deviceScalar;
+      op.preMul = true;
+      op.red = dev::RedKind::Sum;
+      std::memcpy(op.scalar, e.scalar, sizeof(op.scalar));
+      if (e.residence == ncclScalarDevice) op.deviceScalar = e.deviceScalar;
     }
   }
   if (c.count > 0) {
@@ -174,13 +175,13 @@ ncclResult_t record(const Call& c) {
     if (e.needSend) NCCLCHECK(comm->backend->checkBuffer(c.fn, "sendbuff", c.sendbuff));
     if (e.needRecv && c.recvbuff != c.sendbuff) NCCLCHECK(comm->backend->checkBuffer(c.fn, "recvbuff", c.recvbuff));
   }
-  op->sendbuff = c.sendbuff;
-  op->recvbuff = c.recvbuff;
-  op->comm = std::move(comm);
+  op.sendbuff = c.sendbuff;
+  op.recvbuff = c.recvbuff;
+  op.comm = std::move(comm);
   ncclResult_t direct;
-  if (runOnBoardDirectly(*op, &direct)) return direct;
-  if (runAllPairsDirectly(*op, &direct)) return direct;
-  return enqueueOp(std::move(op));
+  if (runOnBoardDirectly(op, &direct)) return direct;
+  if (runAllPairsDirectly(op, &direct)) return direct;
+  return enqueueOp(std::make_unique<OpDesc>(std::move(op)));
 }
 
 }  // namespace
