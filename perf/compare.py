@@ -39,8 +39,10 @@ def effective_size(coll, n, nbytes):
 
 
 def iterations(nbytes, scale):
-    """Timed and warm-up iterations: about 32 MiB moved per size, 3..5000 ops (x scale)."""
-    iters = max(3, min(5000, (32 << 20) // max(nbytes, 1)))
+    """Timed and warm-up iterations: about 32 MiB moved per size, 3..50000 ops (x scale). Small
+    sizes get up to 50000 ops so that one sample spans ~10 ms: at 0.2 us an op, 5000 ops were a
+    1 ms window that one scheduler tick or descheduled rank could stretch 2-10x."""
+    iters = max(3, min(50000, (32 << 20) // max(nbytes, 1)))
     iters = max(2, int(iters * scale))
     return iters, max(1, iters // 10)
 
