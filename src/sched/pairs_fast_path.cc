@@ -16,8 +16,9 @@ namespace accl {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// Blocked passes between yields while spinning: each pass already makes a recv() per waiting
-// socket (the wait itself), so the yield is only there to let a peer that shares the core run.
+// Blocked passes between yields while spinning (ACCL_DIRECT_SPIN_USEC > 0): each pass already
+// makes a recv() per waiting socket, so the yield is only there to let a peer that shares the
+// core run.
 constexpr unsigned kPassesPerYield = 16;
 // Larger all-reduces are not worth a second copy of the executor's logic: their sends go
 // through the helper threads anyway (commits above 16 KiB, transports/socket).
@@ -42,8 +43,12 @@ bool qualifies(const OpDesc& op, const Comm& c, size_t bytes) {
          Algo::AllPairs;
 }
 
-// The direct board call's policy (board_fast_path.cc): spin while the peers have cores of
-// their own, then yield; the executor then keeps yielding a while and finally sleeps.
+// Yield on every blocked pass, then hand over; the executor then keeps yielding a while and
+// finally sleeps. Unlike the board's direct call (board_fast_path.cc) no spinning by default:
+// a pass is a recv() per awaited socket, not a cache-line read, so 16 passes between yields
+// kept the core ~10 us, and on a loaded machine (load ~16 on 2 vCPUs) the 8-byte np2
+// all-reduce took 38-54 us best with a 10 us spin against 22-24 us yielding every pass
+// (the executor's path: 25-27); on a quiet one the two were within the noise.
 struct WaitBudget {
   int64_t spinUsec;
   int64_t totalUsec;
@@ -51,7 +56,7 @@ struct WaitBudget {
 WaitBudget waitBudget(const Comm& c) {
   const bool oversubscribed = c.localRankCount() > onlineCores();
   int64_t spin = param::directSpinUsec();
-  if (spin < 0) spin = oversubscribed ? 0 : 10;
+  if (spin < 0) spin = 0;
   int64_t yield = param::yieldUsec();
   if (yield < 0) yield = oversubscribed ? 200 : 50;
   return {spin, spin + yield};
