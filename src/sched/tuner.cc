@@ -73,6 +73,19 @@ size_t allPairsLimit(int nranks, int64_t overrideBytes) {
   return nranks == 2 ? size_t{64} << 10 : 0;
 }
 
+size_t treeLimit(int nranks, bool board, int64_t overrideBytes) {
+  if (overrideBytes >= 0) return static_cast<size_t>(overrideBytes);
+  // Two ranks on one host: recursive doubling is one exchange (each rank posts its input and
+  // folds its peer's straight into its output) where the ring takes two steps and a copy more.
+  // Measured on 2 vCPUs, interleaved, 3 rounds, chrt -f 50:
+  //   for a in Ring Tree: NCCL_ALGO=$a accl-run -np 2 all_reduce_perf -b 256K -e 8M -f 2 -c 0 -y 1
+  // out-of-place / in-place us: 256K 16.5-16.6/14.5-14.7 vs Ring 17.3-17.4/16.1-16.7; 1M 58-59/51-52
+  // vs 66-67/62-64; from 2M the ring wins out of place (2M 296-314 vs 246-255). Over sockets
+  // (no board) AllPairs takes np2 up to 64 KiB and the ring the rest, as measured there.
+  if (nranks == 2 && board) return size_t{1} << 20;
+  return size_t{64} << 10;
+}
+
 bool useShmRead(OpKind kind, size_t bytes, int nranks, bool boardReads) {
   const size_t min = shmReadMin(kind, nranks, param::shmReadBytes());
   return boardReads && min > 0 && bytes >= min;
@@ -109,7 +122,7 @@ Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks,
   // All-gather and reduce-scatter have no separate latency algorithm: the ring is it.
   if (kind == OpKind::AllGather || kind == OpKind::ReduceScatter) return Algo::Ring;
   if (nranks <= 2 && kind != OpKind::AllReduce) return Algo::Tree;  // a chain of two is a flat tree
-  return bytes <= static_cast<size_t>(param::treeThreshold()) ? Algo::Tree : Algo::Ring;
+  return bytes <= treeLimit(nranks, boardBytes > 0, param::treeThreshold()) ? Algo::Tree : Algo::Ring;
 }
 
 const char* algoName(Algo a) {

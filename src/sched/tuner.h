@@ -24,6 +24,10 @@ const char* algoName(Algo a);
 // Largest per-rank input of an all-reduce the tuner gives AllPairs on n ranks without a board
 // (0: never). `overrideBytes` >= 0 (ACCL_ALL_PAIRS_BYTES) replaces the measured table.
 size_t allPairsLimit(int nranks, int64_t overrideBytes);
+// Largest per-rank input of an all-reduce the tuner gives the latency algorithm (Tree:
+// recursive doubling) rather than the ring, on n ranks with or without a shared-memory board.
+// `overrideBytes` >= 0 (ACCL_TREE_THRESHOLD) replaces the measured table.
+size_t treeLimit(int nranks, bool board, int64_t overrideBytes);
 // Largest per-rank input the tuner gives ShmDirect for an all-reduce or all-gather on n ranks
 // (0 for other ops). `overrideBytes` >= 0 (ACCL_SHM_DIRECT_BYTES) replaces the measured table.
 size_t shmDirectLimit(OpKind kind, int nranks, int64_t overrideBytes);

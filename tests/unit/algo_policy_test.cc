@@ -95,6 +95,13 @@ TEST(Tuner, ShmDirectRunsSmallAllReducesAndAllGathersWhenThereIsABoard) {
   EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, (512 << 10) + 4, 8, 4096), Algo::Ring);  // above the limit
   EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8 << 10, 2, 4096), Algo::ShmDirect);
   EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, (8 << 10) + 4, 2, 4096), Algo::Tree);  // np2: the ring family
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 1 << 20, 2, 4096), Algo::Tree);        // one exchange, no copy
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, (1 << 20) + 4, 2, 4096), Algo::Ring);
+  EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, (64 << 10) + 4, 3, 0), Algo::Ring);
+  EXPECT_EQ(treeLimit(2, true, -1), size_t{1} << 20);
+  EXPECT_EQ(treeLimit(2, false, -1), size_t{64} << 10);
+  EXPECT_EQ(treeLimit(8, true, -1), size_t{64} << 10);
+  EXPECT_EQ(treeLimit(2, true, 4096), 4096u);  // ACCL_TREE_THRESHOLD
   EXPECT_EQ(chooseAlgo(p, OpKind::AllReduce, 8, 8, 0), Algo::Tree);  // no board: ranks on several hosts
   EXPECT_EQ(chooseAlgo(p, OpKind::Broadcast, 8, 8, 4096), Algo::Tree);
   ASSERT_EQ(parseAlgoPolicy("^ShmDirect", &p), ncclSuccess);
