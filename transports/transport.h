@@ -29,6 +29,23 @@ class SendChannel {
   virtual bool pendingLocal() const { return false; }
   // Bytes committed so far; both ends count the same stream, so steps can align to it.
   virtual uint64_t position() const = 0;
+  // Queues n bytes read straight from src (host memory) after what is already committed,
+  // instead of a copy into the ring; position() grows by n at once. src must stay unchanged
+  // until handedOff() reaches that position. false: not now or never (acquire and copy).
+  virtual bool lend(const void* src, size_t n) {
+    (void)src;
+    (void)n;
+    return false;
+  }
+  // Whether this transport takes lent bytes at all (sockets do, shared memory does not).
+  virtual bool lends() const { return false; }
+  // Whether lend(src, ...) would be taken now.
+  virtual bool lendable(const void* src) const {
+    (void)src;
+    return false;
+  }
+  // Stream bytes the sender's memory is no longer needed for (sockets: taken by send()).
+  virtual uint64_t handedOff() const { return position(); }
 };
 
 class RecvChannel {

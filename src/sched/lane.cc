@@ -7,6 +7,11 @@
 namespace accl {
 namespace {
 
+// Send steps at least this large lend their source to the transport rather than copy it into
+// the channel: on sockets that is one user copy per byte less (send() copies into the kernel
+// anyway). Smaller ones stay copies: a small commit is sent inline by the committing thread.
+constexpr size_t kLendMinBytes = 64 << 10;
+
 size_t roundDown(size_t n, size_t esize) { return n - n % esize; }
 
 }  // namespace
@@ -94,6 +99,21 @@ ncclResult_t Lane::runStep(Comm& comm, const dev::StreamRef& stream, StepState* 
         NCCLCHECK(ch->acquire(&b, &a));  // surfaces a closed connection
         return ncclSuccess;
       }
+      if (lentEnd_ != 0) {
+        NCCLCHECK(ch->progress());  // surfaces a failed connection
+        if (ch->handedOff() < lentEnd_) return ncclSuccess;
+        lentEnd_ = 0;
+        done_ = s.bytes;
+        *state = StepState::Done;
+        return ncclSuccess;
+      }
+      // The source is read until the step ends, and nothing writes it before then: later
+      // steps (an in-place all-reduce's) come after, and the user waits for the operation.
+      if (remaining >= kLendMinBytes && be.hostBuffers() && ch->lend(s.src + done_, remaining)) {
+        lentEnd_ = ch->position();
+        *state = StepState::Moved;
+        return ncclSuccess;
+      }
       void* buf;
       size_t avail;
       NCCLCHECK(ch->acquire(&buf, &avail));
@@ -140,6 +160,9 @@ ncclResult_t Lane::runStep(Comm& comm, const dev::StreamRef& stream, StepState* 
       NCCLCHECK(comm.connection(s.sendPeer, &outConn));
       RecvChannel* in = inConn->recv();
       SendChannel* out = outConn->send();
+      if (s.kind == Step::Kind::RecvCopySend && s.dst && be.hostBuffers() && out->lends() &&
+          (lentEnd_ != 0 || (done_ == 0 && s.bytes >= kLendMinBytes)))
+        return runLentForward(be, stream, in, out, state);
       bool ready = alignRecv(in);
       ready = alignSend(out) && ready;
       const void* ibuf;
@@ -169,6 +192,43 @@ ncclResult_t Lane::runStep(Comm& comm, const dev::StreamRef& stream, StepState* 
   return ncclSuccess;
 }
 
+ncclResult_t Lane::runLentForward(dev::Backend& be, const dev::StreamRef& stream, RecvChannel* in, SendChannel* out,
+                                  StepState* state) {
+  const Step& s = cur_;
+  const size_t esize = dev::typeSize(s.type);
+  if (done_ == s.bytes) {
+    // Everything is received and lent: dst may be reused once the transport has sent it.
+    waitRecv_ = -1;
+    NCCLCHECK(out->progress());
+    if (out->handedOff() < lentEnd_) return ncclSuccess;
+    waitSend_ = -1;
+    lentEnd_ = 0;
+    *state = StepState::Done;
+    return ncclSuccess;
+  }
+  bool ready = alignRecv(in);
+  ready = alignSend(out) && ready;
+  const void* ibuf;
+  size_t iavail;
+  NCCLCHECK(in->peek(&ibuf, &iavail));
+  NCCLCHECK(out->progress());
+  if (iavail >= esize) waitRecv_ = -1;
+  char* to = s.dst + done_;
+  if (!ready || !out->lendable(to)) return ncclSuccess;  // the previous span is still going out
+  waitSend_ = -1;
+  const size_t n = roundDown(std::min(iavail, s.bytes - done_), esize);
+  if (n == 0) return ncclSuccess;
+  // Host memory (hostBuffers): the copy is done when it returns, before send() may read it.
+  // Plain stores, not streaming ones: send() reads the bytes back right away.
+  be.copy(stream, to, ibuf, n, false);
+  in->release(n);
+  out->lend(to, n);
+  done_ += n;
+  lentEnd_ = out->position();
+  *state = StepState::Moved;
+  return ncclSuccess;
+}
+
 ncclResult_t Lane::advance(Comm& comm, const dev::StreamRef& stream, bool* progressed) {
   if (comm.backend->failed()) return ncclUnhandledCudaError;  // its WARN named the call
   while (!finished_) {
@@ -192,6 +252,7 @@ ncclResult_t Lane::advance(Comm& comm, const dev::StreamRef& stream, bool* progr
       hasCur_ = true;
       done_ = 0;
       sendAligned_ = recvAligned_ = false;
+      lentEnd_ = 0;
       boardSeq_ = 0;
       boardNext_ = 0;
       boardRead_ = false;

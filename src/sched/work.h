@@ -85,6 +85,10 @@ class Lane {
   ncclResult_t checkBoardPeer(Comm& comm, int peer, const char* what);
   bool alignSend(SendChannel* ch);
   bool alignRecv(RecvChannel* ch);
+  // RecvCopySend into host memory: each piece received is copied to dst once and lent to
+  // `out` from there (rather than copied to dst and to out's ring).
+  ncclResult_t runLentForward(dev::Backend& be, const dev::StreamRef& stream, RecvChannel* in, SendChannel* out,
+                              StepState* state);
 
   std::vector<std::unique_ptr<StepSource>> sources_;
   std::vector<bool> streamDst_;
@@ -95,6 +99,9 @@ class Lane {
   size_t done_ = 0;
   bool sendAligned_ = false;
   bool recvAligned_ = false;
+  // Send steps from host memory: the transport reads the step's source itself (lend); the
+  // step ends once the transport has handed stream position lentEnd_ on (0: not lent).
+  uint64_t lentEnd_ = 0;
   int waitRecv_ = -1;
   int waitSend_ = -1;
   InFlight inFlight_;

@@ -3,7 +3,9 @@
 // 10 s, ncclCommGetAsyncError then reports it, and the survivor's NCCL_DEBUG=WARN log names
 // the lost rank. Over shared memory and over sockets (NCCL_SHM_DISABLE=1), and over sockets with
 // NCCL_ALGO=AllPairs (every rank waits for every peer's input, in rank order), also with 8-float
-// all-reduces, which AllPairs runs straight from the call (sched/pairs_fast_path.h).
+// all-reduces, which AllPairs runs straight from the call (sched/pairs_fast_path.h), and over
+// sockets with large all-gathers instead (their sends go from the user's buffer straight to
+// send(): a peer dying mid-send must fail the survivors, not leave them waiting on a half-sent span).
 // Each survivor's log is its NCCL_DEBUG_FILE.
 // (tests/mp/failure_shrink_test.cc covers recovery by ncclCommShrink; this file covers what a
 // user sees: result codes and the log.)
@@ -53,6 +55,7 @@ struct Variant {
   bool sockets;
   const char* algo;
   size_t count = 1 << 16;  // floats per all-reduce
+  bool largeAllGathers = false;  // 4 MiB per rank instead of all-reduces
 };
 
 [[noreturn]] void rankMain(Shared* sh, int rank, const Variant& v, const std::string& logPath) {
@@ -62,9 +65,12 @@ struct Variant {
   if (v.sockets) setenv("NCCL_SHM_DISABLE", "1", 1);
   if (v.algo) setenv("NCCL_ALGO", v.algo, 1);
   ncclComm_t comm = accl_forked::initForkedRank(&sh->uid, kRanks, rank);
-  std::vector<float> buf(v.count, 1.0f);
+  std::vector<float> buf(v.largeAllGathers ? 1 << 20 : v.count, 1.0f);
+  std::vector<float> gathered(v.largeAllGathers ? kRanks << 20 : 0);
   for (;;) {
-    ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclAvg, comm, nullptr);
+    ncclResult_t r = v.largeAllGathers
+                         ? ncclAllGather(buf.data(), gathered.data(), buf.size(), ncclFloat, comm, nullptr)
+                         : ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclAvg, comm, nullptr);
     if (r != ncclSuccess) {
       sh->failedAtNs[rank] = nowNs();
       sh->failedResult[rank] = r;
@@ -191,11 +197,12 @@ TEST_P(KillOneRankProcess, EverySurvivorsLogNamesTheLostRank) {
 
 INSTANTIATE_TEST_SUITE_P(, KillOneRankProcess,
                          testing::Values(Variant{false, nullptr}, Variant{true, nullptr}, Variant{true, "AllPairs"},
-                                         Variant{true, "AllPairs", 8}),
+                                         Variant{true, "AllPairs", 8}, Variant{true, nullptr, 1 << 16, true}),
                          [](const testing::TestParamInfo<Variant>& info) {
                            return std::string(info.param.sockets ? "OverSockets" : "OverSharedMemory") +
                                   (info.param.algo ? std::string("With") + info.param.algo : std::string()) +
-                                  (info.param.count < 1024 ? "Small" : "");
+                                  (info.param.count < 1024 ? "Small" : "") +
+                                  (info.param.largeAllGathers ? "LargeAllGathers" : "");
                          });
 
 }  // namespace

@@ -96,8 +96,19 @@ bool SocketLink::pumpSend(int s) {
     uint64_t pos = out.cursor[s].load(std::memory_order_relaxed);
     uint64_t tail = out.ring.tail.load(std::memory_order_acquire);
     if (tail <= pos) return moved;
-    size_t len = static_cast<size_t>(std::min(tail, stripe.chunkEnd(pos)) - pos);
-    ssize_t n = ::send(socks[s].fd(), out.ring.at(pos), len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    uint64_t end = std::min(tail, stripe.chunkEnd(pos));
+    const uint64_t spanEnd = out.span.end.load(std::memory_order_acquire);
+    const uint64_t spanStart = out.span.start.load(std::memory_order_relaxed);
+    const char* from;
+    if (pos >= spanStart && pos < spanEnd) {
+      from = out.span.base.load(std::memory_order_relaxed) + (pos - spanStart);
+      end = std::min(end, spanEnd);
+    } else {
+      from = out.ring.at(pos);
+      if (pos < spanStart) end = std::min(end, spanStart);
+    }
+    const size_t len = static_cast<size_t>(end - pos);
+    ssize_t n = ::send(socks[s].fd(), from, len, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n > 0) {
       out.cursor[s].store(stripe.advance(pos, static_cast<size_t>(n)), std::memory_order_release);
       moved = true;

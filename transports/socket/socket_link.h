@@ -41,10 +41,22 @@ struct StagingRing {
   char* at(uint64_t pos) { return buf.get() + (pos & (cap - 1)); }
 };
 
+// A stretch [start, end) of the stream that lies in the user's buffer at `base` rather than in
+// the ring: the helper threads send() straight from it, saving the copy into the ring. The
+// executor sets a new span only once every socket has moved past the previous one, and stores
+// base and start before end (release); a reader loads end first (acquire), so a torn read
+// (new start, old end) is an empty span, never a wrong one.
+struct UserSpan {
+  std::atomic<const char*> base{nullptr};
+  std::atomic<uint64_t> start{0};
+  std::atomic<uint64_t> end{0};
+};
+
 // One direction of the stream: its ring plus where each socket has got to.
 struct StreamDir {
   StreamDir(size_t cap, const Stripe& stripe);
   StagingRing ring;
+  UserSpan span;  // out only: stream bytes the ring does not hold (see SendChannel::lend)
   std::unique_ptr<std::atomic<uint64_t>[]> cursor;  // per socket: next stream byte it moves
   int nsocks;
   // Every byte below min(cursor) has been moved; raise `end` (never lower it) to that.

@@ -36,6 +36,10 @@ class SocketSend final : public SendChannel {
   ncclResult_t progress() override;
   bool pendingLocal() const override;
   uint64_t position() const override;
+  bool lend(const void* src, size_t n) override;
+  bool lends() const override { return true; }
+  bool lendable(const void* src) const override;
+  uint64_t handedOff() const override;
 
  private:
   StripedConnection* conn_;
@@ -158,14 +162,50 @@ class StripedConnection final : public SocketConnection {
 
 ncclResult_t SocketSend::acquire(void** buf, size_t* avail) {
   NCCLCHECK(conn_->failure());
-  StagingRing& ring = conn_->link().out.ring;
+  StreamDir& out = conn_->link().out;
+  StagingRing& ring = out.ring;
   uint64_t tail = ring.tail.load(std::memory_order_relaxed);
-  size_t used = static_cast<size_t>(tail - ring.head.load(std::memory_order_acquire));
-  size_t off = tail & (ring.cap - 1);
+  uint64_t head = ring.head.load(std::memory_order_acquire);
   *buf = ring.at(tail);
+  if (head < out.span.end.load(std::memory_order_relaxed)) {
+    *avail = 0;  // a lent span is still being sent: its stream bytes are not in the ring
+    return ncclSuccess;
+  }
+  size_t used = static_cast<size_t>(tail - head);
+  size_t off = tail & (ring.cap - 1);
   *avail = std::min(ring.cap - used, ring.cap - off);
   return ncclSuccess;
 }
+
+bool SocketSend::lendable(const void* src) const {
+  const StreamDir& out = conn_->link().out;
+  const UserSpan& span = out.span;
+  const uint64_t end = span.end.load(std::memory_order_relaxed);
+  // Every socket is past the previous span: a new one may start at the tail (after whatever
+  // the ring still holds). Otherwise only the bytes right after the span's extend it.
+  if (out.ring.head.load(std::memory_order_acquire) >= end) return true;
+  return end == out.ring.tail.load(std::memory_order_relaxed) &&
+         span.base.load(std::memory_order_relaxed) + (end - span.start.load(std::memory_order_relaxed)) == src;
+}
+
+bool SocketSend::lend(const void* src, size_t n) {
+  StreamDir& out = conn_->link().out;
+  UserSpan& span = out.span;
+  const uint64_t tail = out.ring.tail.load(std::memory_order_relaxed);
+  const char* from = static_cast<const char*>(src);
+  if (out.ring.head.load(std::memory_order_acquire) >= span.end.load(std::memory_order_relaxed)) {
+    span.base.store(from, std::memory_order_relaxed);
+    span.start.store(tail, std::memory_order_relaxed);
+  } else if (!lendable(src)) {
+    return false;
+  }
+  span.end.store(tail + n, std::memory_order_release);
+  out.ring.tail.store(tail + n, std::memory_order_seq_cst);
+  conn_->wakeWorkers();
+  return true;
+}
+
+uint64_t SocketSend::handedOff() const { return conn_->link().out.ring.head.load(std::memory_order_acquire); }
 
 void SocketSend::commit(size_t n) {
   SocketLink& link = conn_->link();
