@@ -31,7 +31,8 @@ int onlineCores() {
 
 bool qualifies(const OpDesc& op, const Comm& c, size_t bytes) {
   static const bool enabled = param::pairsDirect() != 0 && param::checkMismatch() == 0;
-  if (!enabled || inGroup() || op.stream.kind != dev::StreamKind::Caller) return false;
+  if (!enabled || inGroup()) return false;
+  if (op.stream.kind != dev::StreamKind::Caller && op.stream.kind != dev::StreamKind::Host) return false;
   if (op.kind != OpKind::AllReduce || op.preMul || c.nranks < 2) return false;
   if (bytes == 0 || bytes > kDirectMaxBytes || !c.backend->hostBuffers() || traceEnabled()) return false;
   if (c.abortFlag.load(std::memory_order_relaxed) || c.revoked.load(std::memory_order_relaxed) ||
@@ -75,22 +76,16 @@ class PairsDirectOp {
  public:
   PairsDirectOp(const OpDesc& op, uint64_t ticket) : op_(op), ticket_(ticket), c_(*op_.comm) {}
 
-  ncclResult_t run() {
-    c_.inFlight.fetch_add(1);
-    CollArgs a;  // exactly as the planner makes them (addCollective), so the steps are the same
-    a.src = static_cast<const char*>(op_.sendbuff);
-    a.dst = static_cast<char*>(op_.recvbuff);
-    a.count = op_.count;
-    a.type = op_.type;
-    a.op = op_.red;
-    a.root = op_.root;
-    a.rank = c_.rank;
-    a.nranks = c_.nranks;
-    a.pieceBytes = collPieceBytes(c_);
-    src_ = makeRankOrderGatheredAllReduce(a);
-    streamDst_ = streamsOutput(op_, c_.nranks);
-
-    const WaitBudget budget = waitBudget(c_);
+  // Until done, or until it waited budgetUsec (>= 0; -1: no limit) for peers: *done false
+  // then, and a later call carries on (a host stream's worker, board_fast_path.cc's way).
+  ncclResult_t run(int64_t budgetUsec, bool* done) {
+    if (!handed_.empty()) return executeWorksFor(handed_, budgetUsec, done);
+    // Another thread's work on this communicator still runs (host streams take their ticket
+    // when queued): let the executor wait for it, as it would for a planned op.
+    if (!src_ && c_.doneTicket.load(std::memory_order_acquire) != ticket_) return handOver(budgetUsec, done);
+    if (!src_) start();
+    WaitBudget budget = waitBudget(c_);
+    if (budgetUsec >= 0) budget.totalUsec = std::min(budget.totalUsec, budgetUsec);
     Clock::time_point idleSince;
     bool idle = false;
     for (unsigned blocked = 1;; blocked++) {
@@ -98,6 +93,7 @@ class PairsDirectOp {
       if (advance(&moved, &finished) != ncclSuccess) break;  // the executor meets it again and reports it
       if (finished) {
         finish();
+        *done = true;
         return ncclSuccess;
       }
       if (moved) {
@@ -114,10 +110,26 @@ class PairsDirectOp {
       if (waited >= budget.spinUsec || blocked % kPassesPerYield == 0) sched_yield();
     }
     c_.inFlight.fetch_sub(1);  // the executor counts the op again while it runs it
-    return handOver();
+    return handOver(budgetUsec, done);
   }
 
  private:
+  void start() {
+    c_.inFlight.fetch_add(1);
+    CollArgs a;  // exactly as the planner makes them (addCollective), so the steps are the same
+    a.src = static_cast<const char*>(op_.sendbuff);
+    a.dst = static_cast<char*>(op_.recvbuff);
+    a.count = op_.count;
+    a.type = op_.type;
+    a.op = op_.red;
+    a.root = op_.root;
+    a.rank = c_.rank;
+    a.nranks = c_.nranks;
+    a.pieceBytes = collPieceBytes(c_);
+    src_ = makeRankOrderGatheredAllReduce(a);
+    streamDst_ = streamsOutput(op_, c_.nranks);
+  }
+
   // Moves the steps as far as the channels allow. *finished: every step is done and every
   // byte sent is on the wire (what the executor waits for before it finishes a work).
   ncclResult_t advance(bool* moved, bool* finished) {
@@ -249,8 +261,8 @@ class PairsDirectOp {
   }
 
   // The executor finishes the op: planned as usual, its algorithm continued from this call's
-  // step source at the step and byte this call reached.
-  ncclResult_t handOver() {
+  // step source at the step and byte this call reached (afresh when it never started).
+  ncclResult_t handOver(int64_t budgetUsec, bool* done) {
     std::vector<std::unique_ptr<OpDesc>> ops;
     ops.push_back(std::make_unique<OpDesc>(op_));
     std::unique_ptr<CommWork> w;
@@ -264,18 +276,19 @@ class PairsDirectOp {
       // this rank do not hang silently, and free its ticket.
       c_.fail(res, -1);
       c_.doneTicket.store(ticket_ + 1, std::memory_order_release);
+      *done = true;
       return res;
     }
     w->ticket = ticket_;
-    INFO(kSubsysColl, "rank %d: AllReduce of %zu bytes handed to the executor (waiting for a peer)", c_.rank,
-         op_.count * dev::typeSize(op_.type));
-    w->phases[0][0].resumeFirstSource(std::move(src_), hasCur_ ? &cur_ : nullptr, done_, sendAligned_, recvAligned_);
-    std::vector<std::unique_ptr<CommWork>> works;
-    works.push_back(std::move(w));
-    return executeWorks(works);
+    INFO(kSubsysColl, "rank %d: AllReduce of %zu bytes handed to the executor (%s)", c_.rank,
+         op_.count * dev::typeSize(op_.type), src_ ? "waiting for a peer" : "the communicator was busy");
+    if (src_)
+      w->phases[0][0].resumeFirstSource(std::move(src_), hasCur_ ? &cur_ : nullptr, done_, sendAligned_, recvAligned_);
+    handed_.push_back(std::move(w));
+    return executeWorksFor(handed_, budgetUsec, done);
   }
 
-  const OpDesc& op_;
+  const OpDesc op_;  // a copy: a host stream runs the op after the call returned
   const uint64_t ticket_;
   Comm& c_;
   std::unique_ptr<StepSource> src_;
@@ -286,6 +299,7 @@ class PairsDirectOp {
   size_t done_ = 0;
   bool sendAligned_ = false;
   bool recvAligned_ = false;
+  std::vector<std::unique_ptr<CommWork>> handed_;  // the executor's work once handed over
 };
 
 }  // namespace
@@ -293,12 +307,24 @@ class PairsDirectOp {
 bool runAllPairsDirectly(const OpDesc& op, ncclResult_t* res) {
   Comm& c = *op.comm;
   if (!qualifies(op, c, op.count * dev::typeSize(op.type))) return false;
-  // Only on an idle communicator: the op takes the next ticket and runs at once, so issue
-  // order is kept (a work queued by another thread meanwhile waits for this ticket).
-  uint64_t ticket = c.doneTicket.load(std::memory_order_acquire);
-  if (!c.issueTicket.compare_exchange_strong(ticket, ticket + 1, std::memory_order_acq_rel)) return false;
-  PairsDirectOp direct(op, ticket);
-  *res = direct.run();
+  if (op.stream.kind == dev::StreamKind::Caller) {
+    // Only on an idle communicator: the op takes the next ticket and runs at once, so issue
+    // order is kept (a work queued by another thread meanwhile waits for this ticket).
+    uint64_t ticket = c.doneTicket.load(std::memory_order_acquire);
+    if (!c.issueTicket.compare_exchange_strong(ticket, ticket + 1, std::memory_order_acq_rel)) return false;
+    PairsDirectOp direct(op, ticket);
+    bool done = false;
+    *res = direct.run(-1, &done);
+    return true;
+  }
+  // A host stream: queued in issue order like any op (its ticket taken now); the stream
+  // starts it on this thread when idle and its worker finishes what is left.
+  auto direct = std::make_shared<PairsDirectOp>(op, c.issueTicket.fetch_add(1));
+  topo::CpuMask cpus = c.helperCpus;
+  *res = c.backend->enqueueResumable(op.stream, [direct, cpus](int64_t budgetUsec, bool* done) {
+    if (budgetUsec < 0) placeStreamWorker(cpus);  // on the stream's thread, not the caller's
+    return direct->run(budgetUsec, done);
+  });
   return true;
 }
 

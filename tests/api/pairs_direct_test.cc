@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "accl.h"
 #include "api/thread_ranks_util.h"
 #include "nccl.h"
 
@@ -53,11 +54,14 @@ T reference(ncclRedOp_t op, int n, int i, int round) {
 
 template <typename T>
 void checkOne(int rank, int n, ncclComm_t comm, ncclDataType_t type, ncclRedOp_t op, int count, int round,
-              bool inPlace) {
+              bool inPlace, cudaStream_t stream = nullptr) {
   std::vector<T> in(count), out(count, static_cast<T>(-1));
   for (int i = 0; i < count; i++) in[i] = static_cast<T>(inputOf(rank, i, round));
   T* dst = inPlace ? in.data() : out.data();
-  ASSERT_EQ(ncclAllReduce(in.data(), dst, count, type, op, comm, nullptr), ncclSuccess) << lastError();
+  ASSERT_EQ(ncclAllReduce(in.data(), dst, count, type, op, comm, stream), ncclSuccess) << lastError();
+  if (stream) {
+    ASSERT_EQ(ncclHostStreamSynchronize(stream), ncclSuccess) << lastError();
+  }
   for (int i = 0; i < count; i++)
     ASSERT_EQ(dst[i], reference<T>(op, n, i, round))
         << "type " << type << " op " << op << " count " << count << " round " << round << " element " << i
@@ -66,24 +70,54 @@ void checkOne(int rank, int n, ncclComm_t comm, ncclDataType_t type, ncclRedOp_t
 
 // Every rank calls the same sequence; rank `late` of a round sleeps first (3 ms: longer than
 // the direct wait), so the others hand their half-done calls to the executor.
-void typesOpsAndLateRanks(int n) {
+void typesOpsAndLateRanks(int n, bool hostStream = false) {
   runRanks(n, [&](int rank, ncclComm_t& comm) {
+    cudaStream_t st = nullptr;
+    if (hostStream) {
+      ASSERT_EQ(ncclHostStreamCreate(&st), ncclSuccess);
+    }
     for (int round = 0; round < 12; round++) {
       const int count = 1 + 5 * round;  // odd sizes: the stream is padded between ops
       const bool inPlace = round % 2 == 1;
       if (rank == round % n && round % 3 == 0) std::this_thread::sleep_for(3ms);
-      checkOne<int32_t>(rank, n, comm, ncclInt32, ncclSum, count, round, inPlace);
-      checkOne<int8_t>(rank, n, comm, ncclInt8, ncclMax, count, round, inPlace);
-      checkOne<uint8_t>(rank, n, comm, ncclUint8, ncclMin, count, round, !inPlace);
+      checkOne<int32_t>(rank, n, comm, ncclInt32, ncclSum, count, round, inPlace, st);
+      checkOne<int8_t>(rank, n, comm, ncclInt8, ncclMax, count, round, inPlace, st);
+      checkOne<uint8_t>(rank, n, comm, ncclUint8, ncclMin, count, round, !inPlace, st);
       if (rank == (round + 1) % n && round % 3 == 1) std::this_thread::sleep_for(3ms);
-      checkOne<double>(rank, n, comm, ncclFloat64, ncclProd, count, round, inPlace);
-      checkOne<float>(rank, n, comm, ncclFloat32, ncclAvg, count, round, !inPlace);
-      checkOne<int64_t>(rank, n, comm, ncclInt64, ncclSum, count, round, inPlace);
+      checkOne<double>(rank, n, comm, ncclFloat64, ncclProd, count, round, inPlace, st);
+      checkOne<float>(rank, n, comm, ncclFloat32, ncclAvg, count, round, !inPlace, st);
+      checkOne<int64_t>(rank, n, comm, ncclInt64, ncclSum, count, round, inPlace, st);
+    }
+    if (hostStream) {
+      EXPECT_EQ(ncclHostStreamDestroy(st), ncclSuccess);
     }
   });
 }
 
 TEST(PairsDirect, TwoRanksGiveExactResultsForTypesOpsAndLateRanks) { typesOpsAndLateRanks(2); }
+
+// On an ACCL host stream: started on the calling thread, finished by the stream's worker
+// when a peer is late.
+TEST(PairsDirect, TwoRanksOnAHostStreamGiveExactResultsForTypesOpsAndLateRanks) { typesOpsAndLateRanks(2, true); }
+
+// A NULL-stream call made while a host-stream op of the same communicator waits for a peer
+// runs after it on both ranks (issue order), so each output holds its own operation's sum.
+TEST(PairsDirect, ANullStreamCallWaitsForTheHostStreamOpIssuedBeforeIt) {
+  runRanks(2, [&](int rank, ncclComm_t& comm) {
+    cudaStream_t s;
+    ASSERT_EQ(ncclHostStreamCreate(&s), ncclSuccess);
+    std::vector<int32_t> a(16, rank + 1), b(16, 10 * (rank + 1));
+    if (rank == 1) std::this_thread::sleep_for(100ms);
+    ASSERT_EQ(ncclAllReduce(a.data(), a.data(), a.size(), ncclInt32, ncclSum, comm, s), ncclSuccess);
+    ASSERT_EQ(ncclAllReduce(b.data(), b.data(), b.size(), ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
+    ASSERT_EQ(ncclHostStreamSynchronize(s), ncclSuccess);
+    EXPECT_EQ(a.front(), 3);
+    EXPECT_EQ(a.back(), 3);
+    EXPECT_EQ(b.front(), 30);
+    EXPECT_EQ(b.back(), 30);
+    EXPECT_EQ(ncclHostStreamDestroy(s), ncclSuccess);
+  });
+}
 
 // Three ranks: ranks >= 2 first receive x0 into the output, so in place they fold their own
 // input from a saved copy (the step the executor resumes after a hand-over must see it).
