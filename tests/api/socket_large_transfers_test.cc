@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -37,8 +38,11 @@ int wrongResultsInChild(int nranks) {
       std::vector<float> in(n);
       for (size_t i = 0; i < n; i++) in[i] = inputOf(rank, i);
       // All-gather, out of place and in place.
-      std::vector<float> all(n * nranks, -1.0f);
-      if (ncclAllGather(in.data(), all.data(), n, ncclFloat32, comm, nullptr) != ncclSuccess) bad("allgather", 0);
+      // Each send buffer is scribbled over as soon as its call returns: the transport must
+      // have sent every byte it lent from it by then.
+      std::vector<float> all(n * nranks, -1.0f), src = in;
+      if (ncclAllGather(src.data(), all.data(), n, ncclFloat32, comm, nullptr) != ncclSuccess) bad("allgather", 0);
+      std::fill(src.begin(), src.end(), -7.0f);
       for (size_t i = 0; i < all.size(); i++)
         if (all[i] != inputOf(static_cast<int>(i / n), i % n)) return bad("allgather", i);
       std::vector<float> inplace(n * nranks, -1.0f);
@@ -57,7 +61,9 @@ int wrongResultsInChild(int nranks) {
       if (mine != got) return bad("broadcast in place", 0);
       // All-reduce, out of place and in place (the in-place one overwrites what it sent).
       std::vector<float> sum(n, -1.0f);
-      if (ncclAllReduce(in.data(), sum.data(), n, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess) bad("ar", 0);
+      src = in;
+      if (ncclAllReduce(src.data(), sum.data(), n, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess) bad("ar", 0);
+      std::fill(src.begin(), src.end(), -7.0f);
       for (size_t i = 0; i < n; i++) {
         float want = 0;
         for (int r = 0; r < nranks; r++) want += inputOf(r, i);
@@ -75,6 +81,7 @@ int wrongResultsInChild(int nranks) {
       ncclSend(out.data(), bytes, ncclUint8, next, comm, nullptr);
       ncclRecv(from.data(), bytes, ncclUint8, prev, comm, nullptr);
       if (ncclGroupEnd() != ncclSuccess) bad("sendrecv", 0);
+      std::fill(out.begin(), out.end(), 0xee);
       for (size_t i = 0; i < bytes; i++)
         if (from[i] != static_cast<uint8_t>(i * 31 + prev)) return bad("sendrecv", i);
     });
@@ -83,6 +90,44 @@ int wrongResultsInChild(int nranks) {
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
+// A send far larger than the socket buffers and rings, to a receiver that comes late: the
+// sender's call may only return once every byte has left its buffer, which it then scribbles
+// over; the receiver must still get the original bytes.
+int lateReceiverGetsWhatWasSentInChild() {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("NCCL_SHM_DISABLE", "1", 1);
+    setenv("NCCL_NET_PLUGIN", "none", 1);
+    std::atomic<int> wrong{0};
+    const size_t bytes = (48 << 20) + 3;
+    runRanks(2, [&](int rank, ncclComm_t& comm) {
+      std::vector<uint8_t> buf(bytes, 0);
+      if (rank == 0) {
+        for (size_t i = 0; i < bytes; i++) buf[i] = static_cast<uint8_t>(i * 17 + 1);
+        if (ncclSend(buf.data(), bytes, ncclUint8, 1, comm, nullptr) != ncclSuccess) wrong++;
+        std::fill(buf.begin(), buf.end(), 0xee);
+        return;
+      }
+      usleep(300000);
+      if (ncclRecv(buf.data(), bytes, ncclUint8, 0, comm, nullptr) != ncclSuccess) wrong++;
+      for (size_t i = 0; i < bytes; i++)
+        if (buf[i] != static_cast<uint8_t>(i * 17 + 1)) {
+          ADD_FAILURE() << "byte " << i << " of " << bytes << " is " << int(buf[i]);
+          wrong++;
+          break;
+        }
+    });
+    _exit(wrong.load() == 0 && !testing::Test::HasFailure() ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
+TEST(SocketLargeTransfers, ASendReturnsOnlyOnceItsBufferIsNoLongerRead) {
+  EXPECT_EQ(lateReceiverGetsWhatWasSentInChild(), 0);
 }
 
 TEST(SocketLargeTransfers, TwoRanksOnFourSocketsEachGetExactResults) { EXPECT_EQ(wrongResultsInChild(2), 0); }
