@@ -1,11 +1,11 @@
 #include "sched/board_fast_path.h"
 #include <sched.h>
-#include <unistd.h>
 #include <chrono>
 #include "base/check.h"
 #include "base/param.h"
 #include "base/trace.h"
 #include "sched/board_consume.h"
+#include "sched/direct_wait.h"
 #include "sched/group.h"
 #include "sched/planner.h"
 #include "sched/tuner.h"
@@ -18,11 +18,6 @@ using Clock = std::chrono::steady_clock;
 // Measured at np2 on 2 vCPUs: 4..64 pauses between yields all give the best time on an idle
 // machine (a yield on every check: +0.1..0.2 us); 16 also kept a loaded machine near its best.
 constexpr unsigned kPausesPerYield = 16;
-
-int onlineCores() {
-  static const int n = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  return n > 0 ? n : 1;
-}
 
 bool qualifies(const OpDesc& op, const Comm& c, size_t bytes) {
   static const bool enabled = param::boardDirect() != 0 && param::checkMismatch() == 0;
@@ -38,22 +33,6 @@ bool qualifies(const OpDesc& op, const Comm& c, size_t bytes) {
   return chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks, c.board.capacity, c.board.peersReadable) ==
              Algo::ShmDirect &&
          !useShmRead(op.kind, bytes, c.nranks, c.board.peersReadable) && !useShmSlices(op.kind, bytes, c.nranks);
-}
-
-// How long a call waits here before handing over: pause-spin (with a yield every few pauses,
-// which hands the core to a peer that shares it) while the peers have cores of their own,
-// then yield; the executor then keeps yielding a while and finally sleeps on the doorbell.
-struct WaitBudget {
-  int64_t spinUsec;
-  int64_t totalUsec;
-};
-WaitBudget waitBudget(const Comm& c) {
-  const bool oversubscribed = c.localRankCount() > onlineCores();
-  int64_t spin = param::directSpinUsec();
-  if (spin < 0) spin = oversubscribed ? 0 : 10;
-  int64_t yield = param::yieldUsec();
-  if (yield < 0) yield = oversubscribed ? 200 : 50;
-  return {spin, spin + yield};
 }
 
 // One direct call. run() posts once it is the communicator's turn, folds the posts as they
@@ -99,7 +78,9 @@ class BoardDirectOp {
   bool waitForPosts(Comm& c, int64_t budgetUsec) {
     const BoardFold f = fold();
     if (consumeBoardPosts(c.board, seq_, c.nranks, f, &next_)) return true;
-    WaitBudget budget = waitBudget(c);
+    // Pause-spin (10 us with a core per rank; a yield every few pauses hands the core to a
+    // peer that shares it), then yield.
+    DirectWaitBudget budget = directWaitBudget(c, 10);
     if (budgetUsec >= 0) budget.totalUsec = std::min(budget.totalUsec, budgetUsec);
     // The clock starts at the first check: most calls find the posts within 64 spins and
     // never read it (a clock read is a sizeable part of an 8-byte call).

@@ -16,8 +16,7 @@ size_t roundDown(size_t n, size_t esize) { return n - n % esize; }
 
 }  // namespace
 
-bool Lane::alignSend(SendChannel* ch) {
-  if (sendAligned_) return true;
+bool padSendStream(SendChannel* ch) {
   size_t pad = (kStreamAlign - ch->position() % kStreamAlign) % kStreamAlign;
   if (pad) {
     void* buf;
@@ -25,12 +24,10 @@ bool Lane::alignSend(SendChannel* ch) {
     if (ch->acquire(&buf, &avail) != ncclSuccess || avail < pad) return false;
     ch->commitPadding(pad);  // the step's data follows: steps with no bytes are skipped
   }
-  sendAligned_ = true;
   return true;
 }
 
-bool Lane::alignRecv(RecvChannel* ch) {
-  if (recvAligned_) return true;
+bool padRecvStream(RecvChannel* ch) {
   size_t pad = (kStreamAlign - ch->position() % kStreamAlign) % kStreamAlign;
   if (pad) {
     const void* buf;
@@ -38,8 +35,17 @@ bool Lane::alignRecv(RecvChannel* ch) {
     if (ch->peek(&buf, &avail) != ncclSuccess || avail < pad) return false;
     ch->release(pad);
   }
-  recvAligned_ = true;
   return true;
+}
+
+bool Lane::alignSend(SendChannel* ch) {
+  if (!sendAligned_) sendAligned_ = padSendStream(ch);
+  return sendAligned_;
+}
+
+bool Lane::alignRecv(RecvChannel* ch) {
+  if (!recvAligned_) recvAligned_ = padRecvStream(ch);
+  return recvAligned_;
 }
 
 Lane::StepState Lane::settle(dev::Backend& backend, const InFlight& f) {

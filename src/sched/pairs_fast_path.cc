@@ -1,12 +1,12 @@
 #include "sched/pairs_fast_path.h"
 #include <sched.h>
-#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include "base/check.h"
 #include "base/param.h"
 #include "base/trace.h"
 #include "coll/algorithms.h"
+#include "sched/direct_wait.h"
 #include "sched/group.h"
 #include "sched/planner.h"
 #include "sched/tuner.h"
@@ -24,11 +24,6 @@ constexpr unsigned kPassesPerYield = 16;
 // through the helper threads anyway (commits above 16 KiB, transports/socket).
 constexpr size_t kDirectMaxBytes = 16 << 10;
 
-int onlineCores() {
-  static const int n = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  return n > 0 ? n : 1;
-}
-
 bool qualifies(const OpDesc& op, const Comm& c, size_t bytes) {
   static const bool enabled = param::pairsDirect() != 0 && param::checkMismatch() == 0;
   if (!enabled || inGroup()) return false;
@@ -42,25 +37,6 @@ bool qualifies(const OpDesc& op, const Comm& c, size_t bytes) {
   // rank-order all-reduce in either determinism mode.
   return chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks, c.board.capacity, c.board.peersReadable) ==
          Algo::AllPairs;
-}
-
-// Yield on every blocked pass, then hand over; the executor then keeps yielding a while and
-// finally sleeps. Unlike the board's direct call (board_fast_path.cc) no spinning by default:
-// a pass is a recv() per awaited socket, not a cache-line read, so 16 passes between yields
-// kept the core ~10 us, and on a loaded machine (load ~16 on 2 vCPUs) the 8-byte np2
-// all-reduce took 38-54 us best with a 10 us spin against 22-24 us yielding every pass
-// (the executor's path: 25-27); on a quiet one the two were within the noise.
-struct WaitBudget {
-  int64_t spinUsec;
-  int64_t totalUsec;
-};
-WaitBudget waitBudget(const Comm& c) {
-  const bool oversubscribed = c.localRankCount() > onlineCores();
-  int64_t spin = param::directSpinUsec();
-  if (spin < 0) spin = 0;
-  int64_t yield = param::yieldUsec();
-  if (yield < 0) yield = oversubscribed ? 200 : 50;
-  return {spin, spin + yield};
 }
 
 size_t roundDown(size_t n, size_t esize) { return n - n % esize; }
@@ -84,7 +60,12 @@ class PairsDirectOp {
     // when queued): let the executor wait for it, as it would for a planned op.
     if (!src_ && c_.doneTicket.load(std::memory_order_acquire) != ticket_) return handOver(budgetUsec, done);
     if (!src_) start();
-    WaitBudget budget = waitBudget(c_);
+    // Yield on every blocked pass, then hand over. Unlike the board's direct call no spinning
+    // by default: a pass is a recv() per awaited socket, not a cache-line read, so 16 passes
+    // between yields kept the core ~10 us, and on a loaded machine (load ~16 on 2 vCPUs) the
+    // 8-byte np2 all-reduce took 38-54 us best with a 10 us spin against 22-24 us yielding
+    // every pass (the executor's path: 25-27); on a quiet one the two were within the noise.
+    DirectWaitBudget budget = directWaitBudget(c_, 0);
     if (budgetUsec >= 0) budget.totalUsec = std::min(budget.totalUsec, budgetUsec);
     Clock::time_point idleSince;
     bool idle = false;
@@ -116,17 +97,8 @@ class PairsDirectOp {
  private:
   void start() {
     c_.inFlight.fetch_add(1);
-    CollArgs a;  // exactly as the planner makes them (addCollective), so the steps are the same
-    a.src = static_cast<const char*>(op_.sendbuff);
-    a.dst = static_cast<char*>(op_.recvbuff);
-    a.count = op_.count;
-    a.type = op_.type;
-    a.op = op_.red;
-    a.root = op_.root;
-    a.rank = c_.rank;
-    a.nranks = c_.nranks;
-    a.pieceBytes = collPieceBytes(c_);
-    src_ = makeRankOrderGatheredAllReduce(a);
+    // The planner's arguments (addCollective), so the steps are the same as the executor's.
+    src_ = makeRankOrderGatheredAllReduce(collArgsOf(op_, c_));
     streamDst_ = streamsOutput(op_, c_.nranks);
   }
 
@@ -166,28 +138,12 @@ class PairsDirectOp {
 
   // Lane::alignSend / alignRecv: pad the stream to kStreamAlign before a step's bytes.
   bool alignSend(SendChannel* ch) {
-    if (sendAligned_) return true;
-    const size_t pad = (kStreamAlign - ch->position() % kStreamAlign) % kStreamAlign;
-    if (pad) {
-      void* buf;
-      size_t avail;
-      if (ch->acquire(&buf, &avail) != ncclSuccess || avail < pad) return false;
-      ch->commitPadding(pad);
-    }
-    sendAligned_ = true;
-    return true;
+    if (!sendAligned_) sendAligned_ = padSendStream(ch);
+    return sendAligned_;
   }
   bool alignRecv(RecvChannel* ch) {
-    if (recvAligned_) return true;
-    const size_t pad = (kStreamAlign - ch->position() % kStreamAlign) % kStreamAlign;
-    if (pad) {
-      const void* buf;
-      size_t avail;
-      if (ch->peek(&buf, &avail) != ncclSuccess || avail < pad) return false;
-      ch->release(pad);
-    }
-    recvAligned_ = true;
-    return true;
+    if (!recvAligned_) recvAligned_ = padRecvStream(ch);
+    return recvAligned_;
   }
 
   // The step kinds the gathered rank-order all-reduce makes (coll/rank_order_reduce.cc).

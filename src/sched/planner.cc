@@ -119,16 +119,7 @@ ncclResult_t addCollective(Lane& lane, CommWork& w, OpDesc& op) {
   const Comm& c = *op.comm;
   const int n = c.nranks;
   const size_t esize = dev::typeSize(op.type);
-  CollArgs a;
-  a.src = static_cast<const char*>(op.sendbuff);
-  a.dst = static_cast<char*>(op.recvbuff);
-  a.count = op.count;
-  a.type = op.type;
-  a.op = op.red;
-  a.root = op.root;
-  a.rank = c.rank;
-  a.nranks = n;
-  a.pieceBytes = pieceBytes(c);
+  CollArgs a = collArgsOf(op, c);
 
   if (op.preMul && isReduction(op.kind)) {
     auto pre = std::make_unique<StepList>();
@@ -317,7 +308,19 @@ void addFingerprintPhase(CommWork& w, const std::vector<std::unique_ptr<OpDesc>>
 
 }  // namespace
 
-size_t collPieceBytes(const Comm& c) { return pieceBytes(c); }
+CollArgs collArgsOf(const OpDesc& op, const Comm& c) {
+  CollArgs a;
+  a.src = static_cast<const char*>(op.sendbuff);
+  a.dst = static_cast<char*>(op.recvbuff);
+  a.count = op.count;
+  a.type = op.type;
+  a.op = op.red;
+  a.root = op.root;
+  a.rank = c.rank;
+  a.nranks = c.nranks;
+  a.pieceBytes = pieceBytes(c);
+  return a;
+}
 
 // A reduction writes each piece of its output right after reading the same piece of its
 // input; when they are the same memory (in-place) those lines are in this core's cache, and a

@@ -12,8 +12,8 @@ namespace accl {
 
 // Whether the op's copies into its output use non-temporal stores (ACCL_STREAM_OUTPUT_BYTES).
 bool streamsOutput(const OpDesc& op, int nranks);
-// The piece (pipelining chunk) the collectives of `c` are planned with.
-size_t collPieceBytes(const Comm& c);
+// The arguments every algorithm of a collective op gets (buffers, count, type, ranks, piece).
+CollArgs collArgsOf(const OpDesc& op, const Comm& c);
 
 ncclResult_t planWork(std::vector<std::unique_ptr<OpDesc>> ops, std::unique_ptr<CommWork>* out);
 

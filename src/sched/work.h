@@ -16,6 +16,10 @@ namespace accl {
 // data can be reduced in place with aligned element access. Both ends pad identically
 // (Lane, and the AllPairs direct call, sched/pairs_fast_path.cc).
 constexpr uint64_t kStreamAlign = 16;
+// Pads a connection's stream to kStreamAlign before a step's bytes: true once aligned, false
+// while the send channel has no room for the padding or the padding has not arrived yet.
+bool padSendStream(SendChannel* ch);
+bool padRecvStream(RecvChannel* ch);
 
 class Lane {
  public:

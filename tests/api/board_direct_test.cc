@@ -7,12 +7,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <latch>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "accl.h"
+#include "api/direct_call_util.h"
 #include "api/thread_ranks_util.h"
 #include "nccl.h"
 
@@ -76,63 +76,16 @@ TEST(BoardDirect, LateRanksOnTheNullStreamStillGiveExactResults) { allReduceAndG
 
 TEST(BoardDirect, LateRanksOnAHostStreamStillGiveExactResults) { allReduceAndGatherWithLateRanks(3, true); }
 
-// Rank 0 queues an all-reduce on its host stream that cannot finish until rank 1 joins, then
-// calls one on the NULL stream: that one must run second on both ranks (issue order), so each
-// output holds its own operation's sum.
+// Issue order, and waits for a peer that never comes (tests/api/direct_call_util.h); ranks
+// on one host: the board carries these calls.
 TEST(BoardDirect, ANullStreamCallWaitsForTheHostStreamOpIssuedBeforeIt) {
-  runRanks(2, [&](int rank, ncclComm_t& comm) {
-    cudaStream_t s;
-    ASSERT_EQ(ncclHostStreamCreate(&s), ncclSuccess);
-    std::vector<int32_t> a(16, rank + 1), b(16, 10 * (rank + 1));
-    if (rank == 1) std::this_thread::sleep_for(100ms);
-    ASSERT_EQ(ncclAllReduce(a.data(), a.data(), a.size(), ncclInt32, ncclSum, comm, s), ncclSuccess);
-    ASSERT_EQ(ncclAllReduce(b.data(), b.data(), b.size(), ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
-    ASSERT_EQ(ncclHostStreamSynchronize(s), ncclSuccess);
-    EXPECT_EQ(a.front(), 3);
-    EXPECT_EQ(a.back(), 3);
-    EXPECT_EQ(b.front(), 30);
-    EXPECT_EQ(b.back(), 30);
-    EXPECT_EQ(ncclHostStreamDestroy(s), ncclSuccess);
-  });
+  accltest::expectNullStreamCallRunsAfterPendingHostStreamOp();
 }
 
-// A peer that destroys its communicator instead of joining: the waiting call fails naming it
-// (as the rank that left, or as the lost peer when its closed connections are seen first).
 TEST(BoardDirect, APeerThatDestroysItsCommunicatorEndsTheWaitWithAnError) {
-  runRanks(2, [&](int rank, ncclComm_t& comm) {
-    std::vector<int32_t> buf(8, 1);
-    if (rank == 1) {
-      std::this_thread::sleep_for(100ms);
-      EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
-      comm = nullptr;
-      return;
-    }
-    ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclInt32, ncclSum, comm, nullptr);
-    EXPECT_EQ(r, ncclRemoteError);
-    EXPECT_NE(lastError().find("rank 1"), std::string::npos) << lastError();
-  });
+  accltest::expectPeerThatDestroysItsCommunicatorEndsTheWait(false);
 }
 
-// ncclCommAbort from another thread ends a call waiting for a peer that never comes.
-TEST(BoardDirect, AbortFromAnotherThreadEndsAWaitingCall) {
-  std::latch rank0Done(1);
-  runRanks(2, [&](int rank, ncclComm_t& comm) {
-    if (rank == 1) {
-      rank0Done.wait();  // alive, never joins
-      return;
-    }
-    std::thread aborter([&] {
-      std::this_thread::sleep_for(200ms);
-      EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
-    });
-    std::vector<int32_t> buf(8, 1);
-    ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclInt32, ncclSum, comm, nullptr);
-    aborter.join();
-    comm = nullptr;  // aborted: freed
-    EXPECT_NE(r, ncclSuccess);
-    EXPECT_NE(r, ncclInProgress);
-    rank0Done.count_down();
-  });
-}
+TEST(BoardDirect, AbortFromAnotherThreadEndsAWaitingCall) { accltest::expectAbortFromAnotherThreadEndsTheWait(false); }
 
 }  // namespace

@@ -8,12 +8,12 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <latch>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "accl.h"
+#include "api/direct_call_util.h"
 #include "api/thread_ranks_util.h"
 #include "nccl.h"
 
@@ -100,23 +100,8 @@ TEST(PairsDirect, TwoRanksGiveExactResultsForTypesOpsAndLateRanks) { typesOpsAnd
 // when a peer is late.
 TEST(PairsDirect, TwoRanksOnAHostStreamGiveExactResultsForTypesOpsAndLateRanks) { typesOpsAndLateRanks(2, true); }
 
-// A NULL-stream call made while a host-stream op of the same communicator waits for a peer
-// runs after it on both ranks (issue order), so each output holds its own operation's sum.
 TEST(PairsDirect, ANullStreamCallWaitsForTheHostStreamOpIssuedBeforeIt) {
-  runRanks(2, [&](int rank, ncclComm_t& comm) {
-    cudaStream_t s;
-    ASSERT_EQ(ncclHostStreamCreate(&s), ncclSuccess);
-    std::vector<int32_t> a(16, rank + 1), b(16, 10 * (rank + 1));
-    if (rank == 1) std::this_thread::sleep_for(100ms);
-    ASSERT_EQ(ncclAllReduce(a.data(), a.data(), a.size(), ncclInt32, ncclSum, comm, s), ncclSuccess);
-    ASSERT_EQ(ncclAllReduce(b.data(), b.data(), b.size(), ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
-    ASSERT_EQ(ncclHostStreamSynchronize(s), ncclSuccess);
-    EXPECT_EQ(a.front(), 3);
-    EXPECT_EQ(a.back(), 3);
-    EXPECT_EQ(b.front(), 30);
-    EXPECT_EQ(b.back(), 30);
-    EXPECT_EQ(ncclHostStreamDestroy(s), ncclSuccess);
-  });
+  accltest::expectNullStreamCallRunsAfterPendingHostStreamOp();  // tests/api/direct_call_util.h
 }
 
 // Three ranks: ranks >= 2 first receive x0 into the output, so in place they fold their own
@@ -143,46 +128,12 @@ TEST(PairsDirect, SmallDirectCallsInterleavedWithLargeOnesGiveExactResults) {
   });
 }
 
-// A peer that destroys its communicator instead of joining: the waiting call fails naming it.
+// Waits for a peer that never comes (tests/api/direct_call_util.h). One call first, so the
+// socket pair is connected (a lower rank that never used it gives the higher rank no EOF).
 TEST(PairsDirect, APeerThatDestroysItsCommunicatorEndsTheWaitWithAnError) {
-  runRanks(2, [&](int rank, ncclComm_t& comm) {
-    std::vector<int32_t> buf(8, 1);
-    // One call first, so the socket pair is connected (a lower rank that never used it gives
-    // the higher rank no EOF to see: docs/design.md, failure model).
-    ASSERT_EQ(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
-    if (rank == 1) {
-      std::this_thread::sleep_for(100ms);
-      EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
-      comm = nullptr;
-      return;
-    }
-    ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclInt32, ncclSum, comm, nullptr);
-    EXPECT_EQ(r, ncclRemoteError);
-    EXPECT_NE(lastError().find("rank 1"), std::string::npos) << lastError();
-  });
+  accltest::expectPeerThatDestroysItsCommunicatorEndsTheWait(true);
 }
 
-// ncclCommAbort from another thread ends a call waiting for a peer that never comes.
-TEST(PairsDirect, AbortFromAnotherThreadEndsAWaitingCall) {
-  std::latch rank0Done(1);
-  runRanks(2, [&](int rank, ncclComm_t& comm) {
-    std::vector<int32_t> buf(8, 1);
-    ASSERT_EQ(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
-    if (rank == 1) {
-      rank0Done.wait();  // alive, never joins
-      return;
-    }
-    std::thread aborter([&] {
-      std::this_thread::sleep_for(200ms);
-      EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
-    });
-    ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclInt32, ncclSum, comm, nullptr);
-    aborter.join();
-    comm = nullptr;  // aborted: freed
-    EXPECT_NE(r, ncclSuccess);
-    EXPECT_NE(r, ncclInProgress);
-    rank0Done.count_down();
-  });
-}
+TEST(PairsDirect, AbortFromAnotherThreadEndsAWaitingCall) { accltest::expectAbortFromAnotherThreadEndsTheWait(true); }
 
 }  // namespace
