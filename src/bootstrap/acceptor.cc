@@ -13,8 +13,8 @@ namespace accl::boot {
 
 namespace {
 
-constexpr int kAbortSliceMs = 100;
 using Clock = std::chrono::steady_clock;
+using net::kAbortSliceMs;
 
 std::string peerAddress(int fd) {
   net::SockAddr addr;

@@ -17,9 +17,6 @@ namespace accl::net {
 
 namespace {
 
-// Every blocking wait is cut into slices this long so the abort flag is seen promptly.
-constexpr int kAbortSliceMs = 100;
-
 bool aborted(const std::atomic<int>* abortFlag) {
   return abortFlag != nullptr && abortFlag->load(std::memory_order_relaxed) != 0;
 }

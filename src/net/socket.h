@@ -10,6 +10,13 @@
 
 namespace accl::net {
 
+// Every blocking socket wait (poll, connect backoff, bootstrap accepts) is cut into slices at
+// most this long, so an abort flag or a deadline is seen within about one slice. 20 ms: a
+// waiting thread wakes 50 times a second, nothing next to an abort that takes effect at once
+// (with 100 ms, an abort raised just after a slice began went unseen for up to 100 ms, and
+// Socket.AbortFlagInterruptsBlockedRecvWithin200ms failed under load).
+inline constexpr int kAbortSliceMs = 20;
+
 struct SockAddr {
   sockaddr_storage ss{};
   socklen_t len = 0;

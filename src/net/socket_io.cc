@@ -1,5 +1,5 @@
-// socket_io.cc: whole-buffer send/receive over TCP. Each wait is a poll() of at most 100 ms so
-// an abort flag or a timeout ends it; peer EOF/reset becomes ncclRemoteError naming the peer.
+// socket_io.cc: whole-buffer send/receive over TCP. Each wait is a poll() of at most
+// kAbortSliceMs so an abort flag or a timeout ends it; peer EOF/reset becomes ncclRemoteError naming the peer.
 #include <poll.h>
 #include <algorithm>
 #include <cerrno>
@@ -11,8 +11,6 @@
 namespace accl::net {
 
 namespace {
-
-constexpr int kAbortSliceMs = 100;
 
 // One direction of a transfer: what is left to move and to whom.
 struct Direction {
