@@ -3,7 +3,12 @@
 // already set) and ACCL_PERF_OOB_ADDR (another free port, for the perf harness' results).
 // Children share our stdout/stderr. If one fails the others are stopped; the exit code is the
 // worst child's (a signal counts as 128 + signal).
+// Like mpirun, each rank is bound to one CPU of those we may use when the ranks fit them
+// (--bind-to core, the default then) and left unbound when they do not (--bind-to none, the
+// default when oversubscribed). Unbound, two ranks on 2 vCPUs were now and then put on one
+// CPU by the scheduler and took 10x longer per small operation (0.18 -> 2.3 us at 8 bytes).
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -30,8 +35,29 @@ void onSignal(int sig) { forwardedSignal = sig; }
 int freePort() { return accl_test::freeLoopbackPort(); }
 
 int usage() {
-  std::fprintf(stderr, "usage: accl-run -np N [--] command [args...]\n");
+  std::fprintf(stderr, "usage: accl-run -np N [--bind-to core|none] [--] command [args...]\n");
   return 2;
+}
+
+// The CPUs this process may run on, in order.
+std::vector<int> allowedCpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+// In the child: binds it to `cpu`; a refusal is reported and the rank runs unbound.
+void bindToCpu(int rank, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0)
+    std::fprintf(stderr, "accl-run: rank %d: cannot bind to CPU %d (%s); running unbound\n", rank, cpu,
+                 std::strerror(errno));
 }
 
 int exitCodeOf(int status) {
@@ -60,10 +86,15 @@ void stopAll(const std::vector<pid_t>& children, const std::vector<bool>& runnin
 int main(int argc, char** argv) {
   int np = 0;
   int arg = 1;
+  std::string bindTo;  // "core", "none", or "" (core when the ranks fit the CPUs)
   while (arg < argc && argv[arg][0] == '-') {
     const std::string a = argv[arg];
     if ((a == "-np" || a == "-n") && arg + 1 < argc) {
       np = std::atoi(argv[arg + 1]);
+      arg += 2;
+    } else if (a == "--bind-to" && arg + 1 < argc) {
+      bindTo = argv[arg + 1];
+      if (bindTo != "core" && bindTo != "none") return usage();
       arg += 2;
     } else if (a == "--") {
       ++arg;
@@ -80,6 +111,12 @@ int main(int argc, char** argv) {
   const std::string commId =
       std::getenv("NCCL_COMM_ID") ? std::getenv("NCCL_COMM_ID") : "127.0.0.1:" + std::to_string(freePort());
   const std::string oobAddr = "127.0.0.1:" + std::to_string(freePort());
+  const std::vector<int> cpus = allowedCpus();
+  if (bindTo.empty()) bindTo = np <= static_cast<int>(cpus.size()) ? "core" : "none";
+  if (bindTo == "core" && np > static_cast<int>(cpus.size())) {
+    std::fprintf(stderr, "accl-run: --bind-to core needs a CPU per rank: %d ranks, %zu CPUs\n", np, cpus.size());
+    return 2;
+  }
 
   struct sigaction sa {};
   sa.sa_handler = onSignal;
@@ -102,6 +139,7 @@ int main(int argc, char** argv) {
       setenv("LOCAL_WORLD_SIZE", std::to_string(np).c_str(), 1);
       setenv("NCCL_COMM_ID", commId.c_str(), 1);
       setenv("ACCL_PERF_OOB_ADDR", oobAddr.c_str(), 1);
+      if (bindTo == "core") bindToCpu(rank, cpus[rank]);
       execvp(argv[arg], argv + arg);
       std::fprintf(stderr, "accl-run: cannot run %s: %s\n", argv[arg], std::strerror(errno));
       _exit(127);

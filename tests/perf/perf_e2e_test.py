@@ -203,6 +203,31 @@ class PerfRun(unittest.TestCase):
         rc, _, _ = run([self.binary("accl-run"), "-np", "2", "sh", "-c", 'exit $((RANK * 3))'])
         self.assertEqual(rc, 3)
 
+    def rank_cpus(self, np, *opts):
+        """{rank: set of CPUs it may run on} of an accl-run job."""
+        script = 'echo "$RANK $(python3 -c "import os; print(*sorted(os.sched_getaffinity(0)))")"'
+        rc, out, err = run([self.binary("accl-run"), "-np", str(np), *opts, "sh", "-c", script])
+        self.assertEqual(rc, 0, err)
+        lines = [line.split() for line in out.strip().splitlines()]
+        return {int(f[0]): set(map(int, f[1:])) for f in lines}
+
+    def test_accl_run_binds_each_rank_to_a_cpu_when_they_fit_like_mpirun(self):
+        allowed = os.sched_getaffinity(0)
+        if len(allowed) < 2:
+            self.skipTest(f"needs 2 CPUs to bind 2 ranks apart; this process may use {len(allowed)}")
+        bound = self.rank_cpus(2)
+        self.assertEqual(sorted(bound), [0, 1])
+        self.assertTrue(all(len(c) == 1 and c <= allowed for c in bound.values()), bound)
+        self.assertNotEqual(bound[0], bound[1])
+        # Oversubscribed (or --bind-to none): every rank may use every CPU, as mpirun does then.
+        for cpus in self.rank_cpus(len(allowed) + 1).values():
+            self.assertEqual(cpus, allowed)
+        for cpus in self.rank_cpus(2, "--bind-to", "none").values():
+            self.assertEqual(cpus, allowed)
+        rc, _, err = run([self.binary("accl-run"), "-np", str(len(allowed) + 1), "--bind-to", "core", "true"])
+        self.assertEqual(rc, 2)
+        self.assertIn("needs a CPU per rank", err)
+
     @unittest.skipUnless(shutil.which("mpirun"), "mpirun not installed")
     def test_mpirun_launch(self):
         if not HAVE_MPI:
