@@ -70,6 +70,19 @@ bool peerless(const std::vector<std::unique_ptr<CommWork>>& works) {
   return true;
 }
 
+// Queues works on a host or Caller-kind stream as one resumable task: it may start on this
+// thread when the stream is idle (Backend::enqueueResumable); its worker finishes the rest.
+ncclResult_t enqueueResumableWorks(dev::Backend& backend, const dev::StreamRef& stream,
+                                   std::shared_ptr<std::vector<std::unique_ptr<CommWork>>> works) {
+  // A host stream's worker runs on the helper CPUs of the communicator it works for.
+  topo::CpuMask cpus;
+  if (stream.kind == dev::StreamKind::Host) cpus = works->front()->comm->helperCpus;
+  return backend.enqueueResumable(stream, [works, cpus](int64_t budgetUsec, bool* done) {
+    if (budgetUsec < 0) placeStreamWorker(cpus);  // on the stream's thread, not the caller's
+    return executeWorksFor(*works, budgetUsec, done);
+  });
+}
+
 ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
   if (ops.empty()) return ncclSuccess;
   // One op run by this thread (the host NULL stream, outside a group): no stream to claim, to
@@ -80,6 +93,16 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
     NCCLCHECK(planWork(std::move(ops), &works.front()));
     works.front()->ticket = works.front()->comm->issueTicket.fetch_add(1);
     return executeWorks(works);
+  }
+  // One op on an ACCL host stream: nothing to sort either, only the stream to queue on (it
+  // may start here when the stream is idle), as the general path below would do.
+  if (ops.size() == 1 && ops.front()->stream.kind == dev::StreamKind::Host) {
+    const dev::StreamRef stream = ops.front()->stream;
+    auto works = std::make_shared<std::vector<std::unique_ptr<CommWork>>>(1);
+    NCCLCHECK(planWork(std::move(ops), &works->front()));
+    CommWork& w = *works->front();
+    w.ticket = w.comm->issueTicket.fetch_add(1);
+    return enqueueResumableWorks(*w.comm->backend, stream, std::move(works));
   }
   // Before anything is planned: refuses ranks that would wait for each other on one stream.
   std::vector<std::shared_ptr<StreamClaim>> claims;
@@ -189,16 +212,13 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
       continue;
     }
     auto streamWorks = b.works;
+    if (mayStartHere) {
+      NCCLCHECK(enqueueResumableWorks(*b.backend, b.stream, std::move(streamWorks)));
+      continue;
+    }
     // A host stream's worker runs on the helper CPUs of the communicator it works for.
     topo::CpuMask cpus;
     if (b.stream.kind == dev::StreamKind::Host) cpus = streamWorks->front()->comm->helperCpus;
-    if (mayStartHere) {
-      NCCLCHECK(b.backend->enqueueResumable(b.stream, [streamWorks, cpus](int64_t budgetUsec, bool* done) {
-        if (budgetUsec < 0) placeStreamWorker(cpus);  // on the stream's thread, not the caller's
-        return executeWorksFor(*streamWorks, budgetUsec, done);
-      }));
-      continue;
-    }
     NCCLCHECK(b.backend->enqueue(b.stream, [streamWorks, cpus]() {
       placeStreamWorker(cpus);
       return executeWorks(*streamWorks);
