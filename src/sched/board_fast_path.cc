@@ -164,11 +164,8 @@ bool runOnBoardDirectly(OpDesc& op, ncclResult_t* res) {
   const uint64_t ticket = c.issueTicket.fetch_add(1);
   const dev::StreamRef stream = op.stream;
   auto direct = std::make_shared<BoardDirectOp>(std::move(op), ticket);
-  topo::CpuMask cpus = c.helperCpus;
-  *res = c.backend->enqueueResumable(stream, [direct, cpus](int64_t budgetUsec, bool* done) {
-    if (budgetUsec < 0) placeStreamWorker(cpus);  // on the stream's thread, not the caller's
-    return direct->run(budgetUsec, done);
-  });
+  *res = enqueueResumableOn(*c.backend, stream, c.helperCpus,
+                            [direct](int64_t budgetUsec, bool* done) { return direct->run(budgetUsec, done); });
   return true;
 }
 

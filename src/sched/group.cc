@@ -77,8 +77,7 @@ ncclResult_t enqueueResumableWorks(dev::Backend& backend, const dev::StreamRef& 
   // A host stream's worker runs on the helper CPUs of the communicator it works for.
   topo::CpuMask cpus;
   if (stream.kind == dev::StreamKind::Host) cpus = works->front()->comm->helperCpus;
-  return backend.enqueueResumable(stream, [works, cpus](int64_t budgetUsec, bool* done) {
-    if (budgetUsec < 0) placeStreamWorker(cpus);  // on the stream's thread, not the caller's
+  return enqueueResumableOn(backend, stream, cpus, [works](int64_t budgetUsec, bool* done) {
     return executeWorksFor(*works, budgetUsec, done);
   });
 }

@@ -50,7 +50,7 @@ void settle(dev::Backend& be, dev::Fence f) {
 // a Lane runs them (same padding, same chunking by what the channels offer, same kernels).
 class PairsDirectOp {
  public:
-  PairsDirectOp(const OpDesc& op, uint64_t ticket) : op_(op), ticket_(ticket), c_(*op_.comm) {}
+  PairsDirectOp(OpDesc&& op, uint64_t ticket) : op_(std::move(op)), ticket_(ticket), c_(*op_.comm) {}
 
   // Until done, or until it waited budgetUsec (>= 0; -1: no limit) for peers: *done false
   // then, and a later call carries on (a host stream's worker, board_fast_path.cc's way).
@@ -244,7 +244,7 @@ class PairsDirectOp {
     return executeWorksFor(handed_, budgetUsec, done);
   }
 
-  const OpDesc op_;  // a copy: a host stream runs the op after the call returned
+  const OpDesc op_;  // the call's: a host stream runs the op after the call returned
   const uint64_t ticket_;
   Comm& c_;
   std::unique_ptr<StepSource> src_;
@@ -260,7 +260,7 @@ class PairsDirectOp {
 
 }  // namespace
 
-bool runAllPairsDirectly(const OpDesc& op, ncclResult_t* res) {
+bool runAllPairsDirectly(OpDesc& op, ncclResult_t* res) {
   Comm& c = *op.comm;
   if (!qualifies(op, c, op.count * dev::typeSize(op.type))) return false;
   if (op.stream.kind == dev::StreamKind::Caller) {
@@ -268,19 +268,18 @@ bool runAllPairsDirectly(const OpDesc& op, ncclResult_t* res) {
     // order is kept (a work queued by another thread meanwhile waits for this ticket).
     uint64_t ticket = c.doneTicket.load(std::memory_order_acquire);
     if (!c.issueTicket.compare_exchange_strong(ticket, ticket + 1, std::memory_order_acq_rel)) return false;
-    PairsDirectOp direct(op, ticket);
+    PairsDirectOp direct(std::move(op), ticket);
     bool done = false;
     *res = direct.run(-1, &done);
     return true;
   }
   // A host stream: queued in issue order like any op (its ticket taken now); the stream
   // starts it on this thread when idle and its worker finishes what is left.
-  auto direct = std::make_shared<PairsDirectOp>(op, c.issueTicket.fetch_add(1));
-  topo::CpuMask cpus = c.helperCpus;
-  *res = c.backend->enqueueResumable(op.stream, [direct, cpus](int64_t budgetUsec, bool* done) {
-    if (budgetUsec < 0) placeStreamWorker(cpus);  // on the stream's thread, not the caller's
-    return direct->run(budgetUsec, done);
-  });
+  const uint64_t ticket = c.issueTicket.fetch_add(1);
+  const dev::StreamRef stream = op.stream;
+  auto direct = std::make_shared<PairsDirectOp>(std::move(op), ticket);
+  *res = enqueueResumableOn(*c.backend, stream, c.helperCpus,
+                            [direct](int64_t budgetUsec, bool* done) { return direct->run(budgetUsec, done); });
   return true;
 }
 

@@ -16,7 +16,7 @@ namespace accl {
 // Runs `op` directly when it qualifies (on the NULL stream: now, on the calling thread; on a
 // host stream: queued in order, started on the calling thread when the stream is idle).
 // Returns true with the call's result in *res; false when the op must take the normal path
-// (nothing was done then).
-bool runAllPairsDirectly(const OpDesc& op, ncclResult_t* res);
+// (nothing was done then, and `op` is as it was); after true, `op` may have been moved from.
+bool runAllPairsDirectly(OpDesc& op, ncclResult_t* res);
 
 }  // namespace accl
