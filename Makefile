@@ -3,16 +3,21 @@ BUILD ?= build
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
-# Python virtual environment with torch (scripts/install-deps.sh, tests/torch)
+# Python virtual environment with torch (scripts/install-torch.sh, tests/torch)
 VENV ?= $(CURDIR)/.venv
 export VENV
 
-.PHONY: all deps configure build run test install clean bench
+.PHONY: all deps deps-torch configure build run test install clean bench
 
 all: build
 
+# Debian packages for the build, the demo and the tests.
 deps:
 	@bash scripts/install-deps.sh
+
+# PyTorch (~10 GB with its CUDA wheels, once per machine): only the torch tests and benchmarks use it.
+deps-torch:
+	@bash scripts/install-torch.sh
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
@@ -29,13 +34,13 @@ build: configure
 run: deps build
 	@bash scripts/run-demo.sh $(BUILD)
 
-test: deps build
+test: deps deps-torch build
 	cd $(BUILD) && ctest --output-on-failure -j 2 --timeout 600
 
 # ACCL next to OpenMPI and Gloo, interleaved, in one run (perf/compare.py; BENCH_ARGS adds options,
 # e.g. BENCH_ARGS="--np 2 --reps 5"). Writes compare.json and compare.png here.
 BENCH_ARGS ?=
-bench: build
+bench: deps deps-torch build
 	/usr/bin/python3 perf/compare.py --build-dir $(BUILD) $(BENCH_ARGS)
 
 install: build

@@ -1,6 +1,6 @@
 #!/bin/sh
 # ctest entry for the PyTorch suite: tests/torch/run_ctest.sh <repo root> <path of libnccl.so.2>
-# Fails (never skips) when the virtual environment with torch is missing: `make deps` makes it.
+# Fails (never skips) when the virtual environment with torch is missing: `make deps-torch` makes it.
 # (Re)builds the torch_accl extension into the venv when it is absent or older than its source.
 set -eu
 ROOT=$1
@@ -8,7 +8,7 @@ LIB=$2
 VENV=${VENV:-$ROOT/.venv}
 PY=$VENV/bin/python
 if ! [ -x "$PY" ] || ! "$PY" -c "import torch, pytest" 2>/dev/null; then
-  echo "FAIL: $VENV with torch and pytest is missing - run 'make deps' (scripts/install-deps.sh)" >&2
+  echo "FAIL: $VENV with torch and pytest is missing - run 'make deps-torch' (scripts/install-torch.sh)" >&2
   exit 1
 fi
 SO=$(ls "$ROOT"/python/torch_accl/_C*.so 2>/dev/null | head -n1 || true)

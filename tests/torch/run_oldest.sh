@@ -10,7 +10,7 @@ LIB=$2
 OUT=$3
 PY=${ACCL_TORCH_OLDEST_PY:-${XDG_CACHE_HOME:-$HOME/.cache}/accl/torch-2.5.1/bin/python}
 if ! [ -x "$PY" ] || ! "$PY" -c "import torch, pytest" 2>/dev/null; then
-  echo "FAIL: $PY with torch and pytest is missing - run 'make deps' (scripts/install-deps.sh)" >&2
+  echo "FAIL: $PY with torch and pytest is missing - run 'make deps-torch' (scripts/install-torch.sh)" >&2
   exit 1
 fi
 echo "building torch_accl against torch $("$PY" -c 'import torch; print(torch.__version__)') into $OUT"
