@@ -1,156 +1,53 @@
-// kernels.cc: modules and the kernels of kernels/cuda/device_kernels.cu, run on the host.
-// cuModuleLoadData takes any image (the real fatbin is passed); cuModuleGetFunction knows the
-// fatbin's entry points by name; cuLaunchKernel unpacks `params` with the kernel's signature
-// and queues a host run of the same arithmetic (kernels/host) on the shadow addresses. A
-// kernel that touches host memory the driver does not know faults: the stream's sticky
-// CUDA_ERROR_ILLEGAL_ADDRESS and a stderr line naming the address. Grid and block are ignored.
-#include <sched.h>
+// kernels.cc: modules and kernel launches. The kernels are the emulated build of
+// kernels/device_kernels.h (kernels/emulated): the library's own kernel code, compiled for the
+// CPU and registered by name. cuModuleLoadData takes any image (the real fatbin is passed);
+// cuModuleGetFunction knows every kernel of that build by name (and says so on stderr for one it
+// does not); cuLaunchKernel copies the arguments and, when the stream gets there, runs the grid
+// (blocks as host threads, threads as fibers, barriers real). Pointer arguments and pointers a
+// kernel reads from memory are reached through the fake's address map: a kernel that touches
+// host memory the driver does not know, or makes a misaligned 16-byte access, faults: the
+// stream's sticky error and a stderr line naming the kernel and the address.
 #include <cstring>
 #include <string>
-#include "device.h"
+#include <unordered_set>
+#include "emulated/grid.h"
+#include "emulated/kernel_registry.h"
 #include "internal.h"
+
+// The emulated kernels reach memory through this (declared in kernels/portable.h).
+void* accl::kern::hostView(const void* p) {
+  char* v = fakecuda::kernelAddress(reinterpret_cast<uintptr_t>(p), 1);
+  if (v == nullptr) {
+    char what[160];
+    std::snprintf(what, sizeof what,
+                  "illegal address %p: neither device memory nor registered/cuMemHostAlloc'd host memory", p);
+    throw Fault{Fault::IllegalAddress, what};
+  }
+  return v;
+}
 
 namespace fakecuda {
 namespace {
 
-enum class KernelKind { Reduce2, Scale, Divide, Copy, WriteFlag, WaitFlag };
-
-struct Kernel {
-  std::string name;
-  KernelKind kind;
-  ncclDataType_t type = ncclInt8;
-  accl::dev::RedKind op = accl::dev::RedKind::Sum;
-};
+using accl::kern::EmulatedKernel;
 
 struct Module {
   Context* ctx;
 };
 
-const char* const kOpNames[4] = {"sum", "prod", "max", "min"};
-
-// Built once, never resized: a CUfunction is the address of an entry.
-const std::vector<Kernel>& kernelTable() {
-  static const std::vector<Kernel>* table = [] {
-    auto* t = new std::vector<Kernel>;
-    for (int type = 0; type < ncclNumTypes; type++) {
-      const auto dt = static_cast<ncclDataType_t>(type);
-      const std::string tn = accl::dev::typeName(dt);  // the library's spelling, as in the kernels' names
-      for (int op = 0; op < 4; op++)
-        t->push_back({"accl_reduce2_" + tn + "_" + kOpNames[op], KernelKind::Reduce2, dt, static_cast<accl::dev::RedKind>(op)});
-      t->push_back({"accl_scale_" + tn, KernelKind::Scale, dt});
-      t->push_back({"accl_divide_" + tn, KernelKind::Divide, dt});
-    }
-    t->push_back({"accl_copy", KernelKind::Copy});
-    t->push_back({"accl_write_flag", KernelKind::WriteFlag});
-    t->push_back({"accl_wait_flag", KernelKind::WaitFlag});
-    return t;
+const EmulatedKernel* asKernel(CUfunction f) {
+  static const auto* known = [] {
+    auto* set = new std::unordered_set<const void*>;
+    for (const std::string& n : accl::kern::kernelNames()) set->insert(accl::kern::findKernel(n.c_str()));
+    return set;
   }();
-  return *table;
-}
-
-const Kernel* asKernel(CUfunction f) {
-  const auto& t = kernelTable();
-  const Kernel* k = reinterpret_cast<const Kernel*>(f);
-  return k >= t.data() && k < t.data() + t.size() ? k : nullptr;
+  const auto* k = reinterpret_cast<const EmulatedKernel*>(f);
+  return known->count(k) ? k : nullptr;
 }
 
 Registry<Module>& modules() {
   static Registry<Module>* r = new Registry<Module>;
   return *r;
-}
-
-template <class T>
-T arg(void** params, int i) {
-  T v;
-  std::memcpy(&v, params[i], sizeof v);
-  return v;
-}
-
-// The kernel's view of [addr, addr+bytes), or nullptr after reporting the fault.
-char* reach(const Kernel& k, uintptr_t addr, size_t bytes) {
-  char* p = kernelAddress(addr, bytes);
-  if (p == nullptr)
-    report("kernel %s: illegal address 0x%lx (%zu bytes): neither device memory nor registered/cuMemHostAlloc'd "
-           "host memory (CUDA_ERROR_ILLEGAL_ADDRESS)",
-           k.name.c_str(), addr, bytes);
-  return p;
-}
-
-// Arguments copied now (as the driver does at launch); addresses resolved when the kernel runs.
-Op kernelOp(const Kernel& k, void** params) {
-  const Kernel* kp = &k;
-  switch (k.kind) {
-    case KernelKind::Reduce2: {
-      auto d = arg<uintptr_t>(params, 0), a = arg<uintptr_t>(params, 1), b = arg<uintptr_t>(params, 2);
-      auto n = arg<size_t>(params, 3);
-      return work([kp, d, a, b, n] {
-        const size_t bytes = n * accl::dev::typeSize(kp->type);
-        char *pd = reach(*kp, d, bytes), *pa = reach(*kp, a, bytes), *pb = reach(*kp, b, bytes);
-        if (!pd || !pa || !pb) return CUDA_ERROR_ILLEGAL_ADDRESS;
-        accl::dev::reduce2(kp->type, kp->op, pd, pa, pb, n);
-        return CUDA_SUCCESS;
-      });
-    }
-    case KernelKind::Scale: {
-      auto d = arg<uintptr_t>(params, 0), s = arg<uintptr_t>(params, 1), scalar = arg<uintptr_t>(params, 2);
-      auto n = arg<size_t>(params, 3);
-      return work([kp, d, s, scalar, n] {
-        const size_t es = accl::dev::typeSize(kp->type);
-        char *pd = reach(*kp, d, n * es), *ps = reach(*kp, s, n * es), *pk = reach(*kp, scalar, es);
-        if (!pd || !ps || !pk) return CUDA_ERROR_ILLEGAL_ADDRESS;
-        accl::dev::scale(kp->type, pd, ps, pk, n);
-        return CUDA_SUCCESS;
-      });
-    }
-    case KernelKind::Divide: {
-      auto d = arg<uintptr_t>(params, 0), s = arg<uintptr_t>(params, 1);
-      auto divisor = arg<int>(params, 2);
-      auto n = arg<size_t>(params, 3);
-      return work([kp, d, s, divisor, n] {
-        const size_t bytes = n * accl::dev::typeSize(kp->type);
-        char *pd = reach(*kp, d, bytes), *ps = reach(*kp, s, bytes);
-        if (!pd || !ps) return CUDA_ERROR_ILLEGAL_ADDRESS;
-        accl::dev::divide(kp->type, pd, ps, divisor, n);
-        return CUDA_SUCCESS;
-      });
-    }
-    case KernelKind::Copy: {
-      auto d = arg<uintptr_t>(params, 0), s = arg<uintptr_t>(params, 1);
-      auto bytes = arg<size_t>(params, 2);
-      return work([kp, d, s, bytes] {
-        char *pd = reach(*kp, d, bytes), *ps = reach(*kp, s, bytes);
-        if (!pd || !ps) return CUDA_ERROR_ILLEGAL_ADDRESS;
-        std::memmove(pd, ps, bytes);
-        return CUDA_SUCCESS;
-      });
-    }
-    case KernelKind::WriteFlag: {
-      auto flag = arg<uintptr_t>(params, 0);
-      auto value = arg<unsigned long long>(params, 1);
-      return work([kp, flag, value] {
-        auto* f = reinterpret_cast<unsigned long long*>(reach(*kp, flag, 8));
-        if (!f) return CUDA_ERROR_ILLEGAL_ADDRESS;
-        __atomic_store_n(f, value, __ATOMIC_RELEASE);
-        return CUDA_SUCCESS;
-      });
-    }
-    case KernelKind::WaitFlag: {
-      auto flag = arg<uintptr_t>(params, 0);
-      auto value = arg<unsigned long long>(params, 1);
-      auto equal = arg<int>(params, 2);
-      return work([kp, flag, value, equal] {
-        auto* f = reinterpret_cast<unsigned long long*>(reach(*kp, flag, 8));
-        if (!f) return CUDA_ERROR_ILLEGAL_ADDRESS;
-        for (;;) {
-          const unsigned long long seen = __atomic_load_n(f, __ATOMIC_ACQUIRE);
-          if (equal ? seen == value : static_cast<long long>(seen - value) >= 0) break;
-          sched_yield();
-        }
-        return CUDA_SUCCESS;
-      });
-    }
-  }
-  return work([] { return CUDA_ERROR_UNKNOWN; });
 }
 
 }  // namespace
@@ -180,12 +77,12 @@ FAKE_CUDA_API CUresult cuModuleGetFunction(CUfunction* fn, CUmodule module, cons
   if (fn == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (!modules().contains(module)) return CUDA_ERROR_INVALID_HANDLE;
-  for (const Kernel& k : kernelTable()) {
-    if (k.name == name) {
-      *fn = reinterpret_cast<CUfunction>(const_cast<Kernel*>(&k));
-      return CUDA_SUCCESS;
-    }
+  if (const EmulatedKernel* k = accl::kern::findKernel(name)) {
+    *fn = reinterpret_cast<CUfunction>(const_cast<EmulatedKernel*>(k));
+    return CUDA_SUCCESS;
   }
+  report("cuModuleGetFunction: no kernel named %s in the module (kernels/device_kernels.h has none by that name)",
+         name);
   return CUDA_ERROR_NOT_FOUND;
 }
 
@@ -194,7 +91,7 @@ FAKE_CUDA_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsig
                                       unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
   (void)sharedMemBytes;
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
-  const Kernel* k = asKernel(f);
+  const EmulatedKernel* k = asKernel(f);
   if (k == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (gridDimX == 0 || gridDimY == 0 || gridDimZ == 0 || blockDimX == 0 || blockDimY == 0 || blockDimZ == 0 ||
       blockDimX * blockDimY * blockDimZ > 1024)
@@ -206,11 +103,18 @@ FAKE_CUDA_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsig
   Stream* s = nullptr;
   if (CUresult r = resolveStream(hStream, &s)) return r;
   FAKE_CUDA_TRACE("stream %p: launch %s", static_cast<void*>(s), k->name.c_str());
+  const unsigned grid = gridDimX * gridDimY * gridDimZ, block = blockDimX * blockDimY * blockDimZ;
   // Counted when it runs, so each replay of a captured launch counts.
-  s->enqueue([k, body = kernelOp(*k, kernelParams)](CUresult sticky) {
-    if (sticky == CUDA_SUCCESS) countKernel(k->name.c_str());
-    return body(sticky);
-  });
+  s->enqueue(work([k, grid, block, launch = k->bind(kernelParams)] {
+    countKernel(k->name.c_str());
+    if (auto fault = accl::kern::runGrid(grid, block, launch)) {
+      const bool misaligned = fault->kind == accl::kern::Fault::MisalignedAddress;
+      report("kernel %s: %s (%s)", k->name.c_str(), fault->what.c_str(),
+             misaligned ? "CUDA_ERROR_MISALIGNED_ADDRESS" : "CUDA_ERROR_ILLEGAL_ADDRESS");
+      return misaligned ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+    return CUDA_SUCCESS;
+  }));
   return CUDA_SUCCESS;
 }
 

@@ -1,0 +1,143 @@
+// portable.h: the few things device kernels need from the machine, so that kernels/device_kernels.h
+// is written once and compiled three ways:
+//   - nvcc (kernels/cuda/device_kernels.cu): CUDA, the fatbin embedded in libnccl.so.2;
+//   - clang -x hip (HIP, AMD GPUs): __HIP__ is defined, the indices and fences come from clang's
+//     AMD GPU builtins, since the build uses -nogpuinc (no HIP headers);
+//   - the host compiler (kernels/emulated/): every block a host thread and every thread of a
+//     block a fiber, with real barriers, so the fake CUDA driver runs the very same kernel code,
+//     flag protocols included, when the library launches a kernel (tests/fake_cuda).
+// Kernel code uses only what is below: indices, block barrier, flag loads and stores with
+// system-scope acquire/release, a pause for spin loops, 16-byte vector loads with a scalar
+// tail (vecAligned), and devicePointer() for every pointer a kernel reads from memory (the
+// emulated build maps device addresses to where the CPU reaches them; a GPU needs nothing).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__CUDACC__) || defined(__HIP__)
+#define ACCL_DEVICE_BUILD 1
+#define ACCL_KERNEL extern "C" __global__ void
+#define ACCL_DEV __device__ __forceinline__
+#else
+#define ACCL_DEVICE_BUILD 0
+#define ACCL_DEV inline
+#endif
+
+namespace accl::kern {
+
+// 16 bytes moved as one access: a GPU's widest plain load/store.
+struct alignas(16) Vec16 {
+  uint64_t lo, hi;
+};
+
+#if defined(__CUDACC__)
+
+ACCL_DEV unsigned threadIndex() { return threadIdx.x; }
+ACCL_DEV unsigned blockIndex() { return blockIdx.x; }
+ACCL_DEV unsigned blockSize() { return blockDim.x; }
+ACCL_DEV unsigned gridSize() { return gridDim.x; }
+ACCL_DEV void syncBlock() { __syncthreads(); }
+// Writes made before the store are visible to whoever sees the store (other GPUs, the host).
+ACCL_DEV void storeRelease(uint64_t* flag, uint64_t v) {
+  __threadfence_system();
+  *reinterpret_cast<volatile uint64_t*>(flag) = v;
+}
+ACCL_DEV uint64_t loadAcquire(const uint64_t* flag) {
+  const uint64_t v = *reinterpret_cast<const volatile uint64_t*>(flag);
+  __threadfence_system();
+  return v;
+}
+ACCL_DEV void spinPause() {
+#if __CUDA_ARCH__ >= 700
+  __nanosleep(64);
+#endif
+}
+template <class T>
+ACCL_DEV T* devicePointer(T* p) {
+  return p;
+}
+
+#elif defined(__HIP__)
+
+ACCL_DEV unsigned threadIndex() { return __builtin_amdgcn_workitem_id_x(); }
+ACCL_DEV unsigned blockIndex() { return __builtin_amdgcn_workgroup_id_x(); }
+ACCL_DEV unsigned blockSize() { return __builtin_amdgcn_workgroup_size_x(); }
+ACCL_DEV unsigned gridSize() { return __builtin_amdgcn_grid_size_x() / __builtin_amdgcn_workgroup_size_x(); }
+ACCL_DEV void syncBlock() {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+  __builtin_amdgcn_s_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+}
+ACCL_DEV void storeRelease(uint64_t* flag, uint64_t v) { __atomic_store_n(flag, v, __ATOMIC_RELEASE); }
+ACCL_DEV uint64_t loadAcquire(const uint64_t* flag) { return __atomic_load_n(flag, __ATOMIC_ACQUIRE); }
+ACCL_DEV void spinPause() { __builtin_amdgcn_s_sleep(1); }
+template <class T>
+ACCL_DEV T* devicePointer(T* p) {
+  return p;
+}
+
+#else  // the emulated build: kernels/emulated/grid.cc runs the grid
+
+// Where the running fiber is in the grid (set by the grid runner at every switch).
+struct ThreadCoords {
+  unsigned thread = 0, block = 0, blockDim = 1, gridDim = 1;
+};
+extern thread_local ThreadCoords tlsCoords;
+// Blocks the calling fiber until every thread of its block got here.
+void syncBlock();
+// Lets the other fibers of the block (and other host threads) run while this one spins.
+void spinPause();
+// The address at which the CPU reaches device address `p` (the fake's writable view), or a
+// fault that ends the kernel with an illegal-address error when `p` is nothing a GPU could reach.
+void* hostView(const void* p);
+
+inline unsigned threadIndex() { return tlsCoords.thread; }
+inline unsigned blockIndex() { return tlsCoords.block; }
+inline unsigned blockSize() { return tlsCoords.blockDim; }
+inline unsigned gridSize() { return tlsCoords.gridDim; }
+inline void storeRelease(uint64_t* flag, uint64_t v) { __atomic_store_n(flag, v, __ATOMIC_SEQ_CST); }
+inline uint64_t loadAcquire(const uint64_t* flag) { return __atomic_load_n(flag, __ATOMIC_SEQ_CST); }
+template <class T>
+T* devicePointer(T* p) {
+  return static_cast<T*>(hostView(p));
+}
+// A 16-byte access at an address that is not 16-byte aligned: a GPU raises a misaligned-address
+// fault, and so does the emulation (kernels must check vecAligned first).
+void misalignedVectorAccess(const void* p);
+
+#endif
+
+// Index of this thread in the whole grid, and the grid-stride step.
+ACCL_DEV size_t globalThread() { return blockIndex() * static_cast<size_t>(blockSize()) + threadIndex(); }
+ACCL_DEV size_t gridThreads() { return static_cast<size_t>(gridSize()) * blockSize(); }
+
+// True when every pointer allows 16-byte vector access.
+ACCL_DEV bool vecAligned(const void* a, const void* b) {
+  return ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b)) & 15) == 0;
+}
+ACCL_DEV Vec16 loadVec(const void* p) {
+#if !ACCL_DEVICE_BUILD
+  if (reinterpret_cast<uintptr_t>(p) & 15) misalignedVectorAccess(p);
+#endif
+  return *static_cast<const Vec16*>(p);
+}
+ACCL_DEV void storeVec(void* p, Vec16 v) {
+#if !ACCL_DEVICE_BUILD
+  if (reinterpret_cast<uintptr_t>(p) & 15) misalignedVectorAccess(p);
+#endif
+  *static_cast<Vec16*>(p) = v;
+}
+
+}  // namespace accl::kern
+
+#if !ACCL_DEVICE_BUILD
+#include "emulated/kernel_registry.h"
+// The emulated build registers each kernel by name, with its parameter list, for the fake's
+// cuLaunchKernel.
+#define ACCL_KERNEL_NAMED(name, params)                                   \
+  extern "C" void name params;                                            \
+  static const ::accl::kern::KernelRegistration name##_registration(#name, &name); \
+  extern "C" void name params
+#else
+#define ACCL_KERNEL_NAMED(name, params) ACCL_KERNEL name params
+#endif
