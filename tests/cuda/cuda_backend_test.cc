@@ -183,6 +183,55 @@ TEST(CudaBackend, CallReturnsAtOnceAndTheStreamCarriesTheResult) {
   for (int r = 0; r < n; r++) EXPECT_EQ(0, failures[r]) << "rank " << r;
 }
 
+// Since CUDA 12.2 the first lookup of a kernel may synchronise the context; done during a
+// collective, while a user's stream waits for it, that deadlocks. Every kernel is resolved when
+// the device is set up, so collectives of every type and op look nothing up.
+TEST(CudaBackend, KernelsAreResolvedAtSetUpNotDuringACollective) {
+  REQUIRE_DRIVER(d);
+  if (fakeCudaFunctionLookups == nullptr) GTEST_SKIP() << "SKIP: only the fake driver counts kernel lookups";
+  const int n = 2;
+  const size_t count = 1000;
+  std::vector<unsigned long long> before(n), after(n);
+  std::vector<int> wrong(n, 0);
+  std::string error;
+  bool ok = runThreadRanks(
+      n,
+      [&](ncclComm_t comm, int rank) {
+        useDevice(0);
+        before[rank] = fakeCudaFunctionLookups();
+        CUstream st = nullptr;
+        ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&st, CU_STREAM_NON_BLOCKING));
+        CUdeviceptr buf = 0;
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf, count * 8));
+        for (int t = 0; t < ncclNumTypes; t++)
+          for (ncclRedOp_t op : {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg})
+            ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), count,
+                                                 static_cast<ncclDataType_t>(t), op, comm,
+                                                 reinterpret_cast<cudaStream_t>(st)));
+        // And a result that shows the kernels ran: int32 max of (rank + 1) is n. The upload waits
+        // for the stream: a synchronous copy does not order itself after a non-blocking stream.
+        ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(st));
+        std::vector<int32_t> host(count, rank + 1);
+        d->memcpyHtoD(buf, host.data(), count * 4);
+        ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), count,
+                                             ncclInt32, ncclMax, comm, reinterpret_cast<cudaStream_t>(st)));
+        ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(st));
+        d->memcpyDtoH(host.data(), buf, count * 4);
+        for (int32_t v : host) wrong[rank] += v != n;
+        after[rank] = fakeCudaFunctionLookups();
+        d->memFree(buf);
+        d->streamDestroy(st);
+      },
+      &error);
+  ASSERT_TRUE(ok) << error;
+  for (int r = 0; r < n; r++) {
+    EXPECT_EQ(0, wrong[r]) << "rank " << r;
+    EXPECT_EQ(before[r], after[r]) << "rank " << r << " looked kernels up during its collectives";
+    // Reduce (4 ops), scale and divide per datatype, plus copy and the two flag kernels.
+    EXPECT_GE(before[r], static_cast<unsigned long long>(ncclNumTypes) * 6 + 3) << "not every kernel was resolved at set-up";
+  }
+}
+
 TEST(CudaBackend, CapturedAllReduceReplaysWithNewInputsEveryTime) {
   REQUIRE_DRIVER(d);
   const int n = 2;

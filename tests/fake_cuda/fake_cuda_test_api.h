@@ -16,6 +16,7 @@ int fakeCudaIsFake(void) __attribute__((weak));                      // 1
 unsigned long long fakeCudaKernelRuns(const char* name) __attribute__((weak));  // name NULL: all kernels
 unsigned long long fakeCudaMemopRuns(void) __attribute__((weak));    // stream write/wait value ops run
 unsigned long long fakeCudaMemcpyRuns(void) __attribute__((weak));   // copies run
+unsigned long long fakeCudaFunctionLookups(void) __attribute__((weak));  // cuModuleGetFunction calls
 // Reads device (or any driver-known) memory now, bypassing streams: for test diagnostics.
 // Returns 0 on success, -1 when [src, src+bytes) is not memory the driver knows.
 int fakeCudaPeek(void* dst, unsigned long long src, size_t bytes) __attribute__((weak));

@@ -222,6 +222,7 @@ Registry<Event>& events();
 // ---- counters for test programs (test_hooks.cc) ----
 void countKernel(const char* name);
 void countMemop();
+void countFunctionLookup();  // cuModuleGetFunction calls
 void countMemcpy();
 
 }  // namespace fakecuda

@@ -77,6 +77,7 @@ FAKE_CUDA_API CUresult cuModuleGetFunction(CUfunction* fn, CUmodule module, cons
   if (fn == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (!modules().contains(module)) return CUDA_ERROR_INVALID_HANDLE;
+  countFunctionLookup();
   if (const EmulatedKernel* k = accl::kern::findKernel(name)) {
     *fn = reinterpret_cast<CUfunction>(const_cast<EmulatedKernel*>(k));
     return CUDA_SUCCESS;

@@ -8,7 +8,7 @@
 
 namespace fakecuda {
 namespace {
-std::atomic<unsigned long long> gMemops{0}, gMemcpys{0}, gKernels{0};
+std::atomic<unsigned long long> gMemops{0}, gMemcpys{0}, gKernels{0}, gLookups{0};
 struct PerName {
   std::mutex mu;
   std::map<std::string, unsigned long long> runs;
@@ -25,6 +25,7 @@ void countKernel(const char* name) {
   perName().runs[name]++;
 }
 void countMemop() { gMemops++; }
+void countFunctionLookup() { gLookups++; }
 void countMemcpy() { gMemcpys++; }
 
 }  // namespace fakecuda
@@ -41,6 +42,7 @@ FAKE_CUDA_API unsigned long long fakeCudaKernelRuns(const char* name) {
 }
 
 FAKE_CUDA_API unsigned long long fakeCudaMemopRuns(void) { return gMemops.load(); }
+FAKE_CUDA_API unsigned long long fakeCudaFunctionLookups(void) { return gLookups.load(); }
 FAKE_CUDA_API unsigned long long fakeCudaMemcpyRuns(void) { return gMemcpys.load(); }
 
 FAKE_CUDA_API int fakeCudaPeek(void* dst, unsigned long long src, size_t bytes) {

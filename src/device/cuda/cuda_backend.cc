@@ -15,15 +15,12 @@
 #include "base/param.h"
 #include "device/cuda/cuda_device.h"
 #include "device/cuda/fence_queue.h"
+#include "device/cuda/kernel_names.h"
 #include "device/cuda/pointer_kind.h"
 #include "device/cuda/stream_gate.h"
 #include "device/host_stream.h"
 
 namespace accl::dev::cuda {
-
-std::string kernelName(const char* stem, ncclDataType_t t) {
-  return typeSize(t) ? std::string(stem) + typeName(t) : std::string();
-}
 
 namespace {
 

@@ -9,6 +9,7 @@
 #include <string>
 #include "device/backend.h"
 #include "device/cuda/driver_api.h"
+#include "device/cuda/kernel_names.h"
 
 namespace accl::dev::cuda {
 
@@ -20,9 +21,5 @@ ncclResult_t makeCudaBackend(CudaDevice& dev, std::shared_ptr<Backend>* out);
 // The process-level CUDA backend: ncclMemAlloc/ncclMemFree on the current device. Its stream
 // and data calls are never used (communicators have their own).
 std::shared_ptr<Backend> makeCudaAllocator(const DriverApi& api);
-
-// An entry point of kernels/cuda/device_kernels.cu: `stem` + the datatype's name as
-// dev::typeName spells it ("accl_scale_float32"); empty for an invalid datatype.
-std::string kernelName(const char* stem, ncclDataType_t t);
 
 }  // namespace accl::dev::cuda

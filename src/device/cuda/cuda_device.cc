@@ -1,6 +1,7 @@
 #include "device/cuda/cuda_device.h"
 #include <memory>
 #include "base/log.h"
+#include "device/cuda/kernel_names.h"
 
 extern "C" {
 // kernels_blob.S: the fatbin built by nvcc, between these two symbols.
@@ -59,24 +60,27 @@ ncclResult_t CudaDevice::init() {
          ordinal_, pciBusId_.c_str(), errorText(api_, r).c_str());
     return ncclUnhandledCudaError;
   }
-  INFO(kSubsysInit, "CUDA device %d (%s): %d SMs, registered host memory %s, 64-bit stream memory operations %s",
-       ordinal_, pciBusId_.c_str(), sms_, hostPtrIsDevPtr_ ? "at the same address" : "mapped",
+  for (const std::string& name : libraryKernelNames()) {
+    CUfunction fn = nullptr;
+    if ((r = api_.moduleGetFunction(&fn, module_, name.c_str())) != kSuccess) {
+      WARN("CUDA device %d (%s): kernel %s is missing from ACCL's module: %s", ordinal_, pciBusId_.c_str(),
+           name.c_str(), errorText(api_, r).c_str());
+      return ncclUnhandledCudaError;
+    }
+    kernels_[name] = fn;
+  }
+  INFO(kSubsysInit, "CUDA device %d (%s): %zu kernels resolved at set-up, %d SMs, registered host memory %s, 64-bit stream memory operations %s",
+       ordinal_, pciBusId_.c_str(), kernels_.size(), sms_, hostPtrIsDevPtr_ ? "at the same address" : "mapped",
        memOps64_ ? "yes" : "no");
   return ncclSuccess;
 }
 
-CUfunction CudaDevice::kernel(const std::string& name) {
-  std::lock_guard<std::mutex> lk(mu_);
+CUfunction CudaDevice::kernel(const std::string& name) const {
   auto it = kernels_.find(name);
   if (it != kernels_.end()) return it->second;
-  CUfunction fn = nullptr;
-  CUresult r = api_.moduleGetFunction(&fn, module_, name.c_str());
-  if (r != kSuccess) {
-    WARN("CUDA device %d: kernel %s not found in ACCL's module: %s", ordinal_, name.c_str(), errorText(api_, r).c_str());
-    fn = nullptr;
-  }
-  kernels_[name] = fn;
-  return fn;
+  WARN("CUDA device %d: no kernel %s among those resolved at set-up (kernel_names.cc does not list it)", ordinal_,
+       name.c_str());
+  return nullptr;
 }
 
 ContextScope::ContextScope(const DriverApi& api, CUcontext ctx) : api_(api) {

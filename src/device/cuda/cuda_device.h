@@ -24,8 +24,8 @@ class CudaDevice {
   int multiprocessors() const { return sms_; }
   bool hostPointerIsDevicePointer() const { return hostPtrIsDevPtr_; }
   bool streamMemOps64() const { return memOps64_; }
-  // A kernel of kernels/cuda by name, or nullptr (WARN) when the module lacks it.
-  CUfunction kernel(const std::string& name);
+  // A kernel by name, resolved at set-up (kernel_names.h says why), or nullptr with a WARN.
+  CUfunction kernel(const std::string& name) const;
 
  private:
   CudaDevice(const DriverApi& api, int ordinal) : api_(api), ordinal_(ordinal) {}
@@ -40,8 +40,7 @@ class CudaDevice {
   int sms_ = 1;
   bool hostPtrIsDevPtr_ = false;
   bool memOps64_ = false;
-  std::mutex mu_;
-  std::map<std::string, CUfunction> kernels_;
+  std::map<std::string, CUfunction> kernels_;  // filled by init, read-only afterwards
 };
 
 // Makes `ctx` current on this thread for the scope, restoring what was current before.
