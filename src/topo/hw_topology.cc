@@ -1,5 +1,6 @@
 // hw_topology.cc: reading the machine through hwloc (see hw_topology.h).
 #include "topo/hw_topology.h"
+#include <strings.h>
 #include <hwloc.h>
 #include <algorithm>
 #include <cstdlib>
@@ -133,9 +134,15 @@ int pciHops(const PciDevice& a, const PciDevice& b) {
   return static_cast<int>((a.path.size() - common) + (b.path.size() - common));
 }
 
+const PciDevice* findPciDevice(const HwTopology& t, const std::string& busId) {
+  for (const PciDevice& d : t.pci)
+    if (d.busId.size() == busId.size() && strncasecmp(d.busId.c_str(), busId.c_str(), busId.size()) == 0) return &d;
+  return nullptr;
+}
+
 int closestNic(const HwTopology& t, const std::string& busId) {
-  auto gpu = std::find_if(t.pci.begin(), t.pci.end(), [&](const PciDevice& d) { return d.busId == busId; });
-  if (gpu == t.pci.end()) return -1;
+  const PciDevice* gpu = findPciDevice(t, busId);
+  if (gpu == nullptr) return -1;
   int best = -1;
   for (size_t i = 0; i < t.pci.size(); i++) {
     if (t.pci[i].kind != PciDevice::Kind::Nic) continue;

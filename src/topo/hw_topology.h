@@ -51,6 +51,9 @@ std::string formatHwTopology(const HwTopology& t);
 // package, machine); lower is closer.
 int pciHops(const PciDevice& a, const PciDevice& b);
 
+// The device with PCI bus id `busId`, or nullptr. Case does not matter: the CUDA driver writes
+// upper-case hex ("0000:3B:00.0"), hwloc and sysfs lower-case.
+const PciDevice* findPciDevice(const HwTopology& t, const std::string& busId);
 // The NIC closest to the PCI device `busId` (a GPU): index into t.pci, -1 if there is no NIC
 // or no such device. Ties go to the NIC listed first (lowest bus id).
 int closestNic(const HwTopology& t, const std::string& busId);

@@ -25,9 +25,7 @@ bool looksLikeBusId(const std::string& s) {
 }
 
 const PciDevice* findDevice(const HwTopology& t, const NicCandidate& c) {
-  const std::string bus = lower(c.busId);
-  for (const PciDevice& d : t.pci)
-    if (!bus.empty() && lower(d.busId) == bus) return &d;
+  if (const PciDevice* d = c.busId.empty() ? nullptr : findPciDevice(t, c.busId)) return d;
   for (const PciDevice& d : t.pci)
     for (const std::string& n : d.names)
       if (!c.name.empty() && n == c.name) return &d;

@@ -22,8 +22,8 @@ ThreadPlacement chooseThreadPlacement(const HwTopology& t, const PlacementInput&
   int node = -1;
   std::string source;
   if (!in.gpuBusId.empty()) {
-    auto gpu = std::find_if(t.pci.begin(), t.pci.end(), [&](const PciDevice& d) { return d.busId == in.gpuBusId; });
-    if (gpu == t.pci.end()) {
+    const PciDevice* gpu = findPciDevice(t, in.gpuBusId);
+    if (gpu == nullptr) {
       source = "GPU " + in.gpuBusId + " is not in the topology; ";
     } else if (gpu->numa < 0 || (node = numaByOsIndex(t, gpu->numa)) < 0) {
       source = "GPU " + in.gpuBusId + " has no known NUMA node; ";

@@ -74,6 +74,21 @@ TEST(HwTopology, ClosestNicIsTheOneBehindTheSamePciSwitch) {
       << formatHwTopology(t);
 }
 
+// The CUDA driver names a GPU "0000:2B:00.0" where hwloc says "0000:2b:00.0": the lookups that
+// place threads and pick NICs by the GPU's bus id must find it either way.
+TEST(HwTopology, GpuBusIdInTheDriversUpperCaseFindsHwlocsDevice) {
+  HwTopology t;
+  ASSERT_EQ(loadHwTopology(&t, kXml), ncclSuccess);
+  auto* gpu = const_cast<PciDevice*>(byName(t, "cuda1"));
+  ASSERT_NE(gpu, nullptr);
+  gpu->busId = "0000:2b:00.0";  // as hwloc prints a bus number with a letter
+  EXPECT_EQ(findPciDevice(t, "0000:2B:00.0"), gpu);
+  const int nic = closestNic(t, "0000:2B:00.0");
+  ASSERT_GE(nic, 0);
+  EXPECT_EQ(t.pci[nic].names.front(), "mlx5_1");
+  EXPECT_EQ(findPciDevice(t, "0000:2C:00.0"), nullptr);
+}
+
 TEST(HwTopology, DumpFileReadsBackAsTheSameTopology) {
   std::string path = "/tmp/accl-topo-" + std::to_string(getpid()) + ".xml";
   ASSERT_EQ(dumpHwTopology(path, kXml), ncclSuccess);
