@@ -112,17 +112,21 @@ enum class FiberState { Running, AtBarrier, Paused, Done };
 
 class BlockRun;
 
+// A fiber runs threads of its block one after another, each to its end, until one of them has
+// to wait (barrier or spin); the scheduler then starts another fiber for the threads not yet
+// started. Threads that never wait (elementwise kernels) thus cost a function call each, not a
+// fiber each.
 struct Fiber {
   FiberContext ctx;
   char* stack = nullptr;
-  unsigned thread = 0;
+  unsigned thread = 0;  // the thread it runs now
   FiberState state = FiberState::Running;
   BlockRun* block = nullptr;
 };
 
 thread_local BlockRun* tlsBlock = nullptr;
 
-// One block on one host thread: its threads as fibers, run in turns.
+// One block on one host thread.
 class BlockRun {
  public:
   BlockRun(LaunchState& launch, const ThreadBody& body, unsigned blockDim)
@@ -131,8 +135,8 @@ class BlockRun {
   void run() {
     tlsBlock = this;
     std::vector<Fiber*> alive;
-    for (unsigned t = 0; t < blockDim_; t++) {
-      Fiber* f = fiber(t);
+    while (nextThread_ < blockDim_) {
+      Fiber* f = fiber();
       if (resume(f)) alive.push_back(f);
     }
     while (!alive.empty()) {
@@ -165,9 +169,8 @@ class BlockRun {
   bool launchFaulted() const { return launch_.faulted.load(std::memory_order_relaxed); }
 
  private:
-  Fiber* fiber(unsigned thread) {
+  Fiber* fiber() {
     auto* f = new Fiber;
-    f->thread = thread;
     f->block = this;
     if (!spare_.empty()) {
       f->stack = spare_.back();
@@ -179,7 +182,7 @@ class BlockRun {
     return f;
   }
 
-  // Runs f until it yields or returns; false once it has returned (its stack is kept for the next).
+  // Runs f until it waits or has no thread left to run; false in that case (its stack is kept).
   bool resume(Fiber* f) {
     running_ = f;
     tlsCoords.thread = f->thread;
@@ -194,10 +197,14 @@ class BlockRun {
   static void entry(void* arg) {
     auto* f = static_cast<Fiber*>(arg);
     BlockRun* b = f->block;
-    try {
-      b->body_();
-    } catch (Fault& fault) {
-      b->launch_.fail(std::move(fault));
+    while (b->nextThread_ < b->blockDim_) {
+      f->thread = b->nextThread_++;
+      tlsCoords.thread = f->thread;
+      try {
+        b->body_();
+      } catch (Fault& fault) {
+        b->launch_.fail(std::move(fault));
+      }
     }
     f->state = FiberState::Done;
     fiberSwitch(&f->ctx, &b->scheduler_);  // never resumed
@@ -207,9 +214,10 @@ class BlockRun {
   LaunchState& launch_;
   const ThreadBody& body_;
   unsigned blockDim_;
+  unsigned nextThread_ = 0;  // the first thread no fiber has started
   FiberContext scheduler_;
   Fiber* running_ = nullptr;
-  std::vector<char*> spare_;  // stacks of threads that returned
+  std::vector<char*> spare_;  // stacks of fibers that ended
 };
 
 }  // namespace

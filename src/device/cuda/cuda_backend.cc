@@ -17,6 +17,7 @@
 #include "device/cuda/fence_queue.h"
 #include "device/cuda/kernel_names.h"
 #include "device/cuda/pointer_kind.h"
+#include "device/cuda/relaxed_capture.h"
 #include "device/cuda/stream_gate.h"
 #include "device/host_stream.h"
 
@@ -67,6 +68,7 @@ class CudaBackend final : public Backend {
     shutdown(true);
     if (inner_) {
       ContextScope scope(api_, dev_.context());
+      RelaxedCapture relaxed(api_);
       for (auto& s : staging_)
         if (s.ptr) api_.memFreeAsync(s.ptr, inner_);
       api_.streamSynchronize(inner_);
@@ -97,6 +99,7 @@ class CudaBackend final : public Backend {
 
   ncclResult_t memAlloc(const char* fn, void** ptr, size_t bytes) override {
     ContextScope scope(api_, dev_.context());
+    RelaxedCapture relaxed(api_);
     CUdeviceptr p = 0;
     CUresult r = api_.memAlloc(&p, bytes ? bytes : 1);
     if (r != kSuccess) {
@@ -108,6 +111,7 @@ class CudaBackend final : public Backend {
   }
   ncclResult_t memFree(const char* fn, void* ptr) override {
     ContextScope scope(api_, dev_.context());
+    RelaxedCapture relaxed(api_);
     CUresult r = api_.memFree(reinterpret_cast<CUdeviceptr>(ptr));
     if (r != kSuccess) {
       WARN("%s: cuMemFree(%p) failed: %s", fn, ptr, errorText(api_, r).c_str());
@@ -128,6 +132,7 @@ class CudaBackend final : public Backend {
     NCCLCHECK(memAlloc("CUDA IPC ring", &p, bytes));
     Buffer b(static_cast<char*>(p), [this](char* q) { memFree("CUDA IPC ring", q); });
     ContextScope scope(api_, dev_.context());
+    RelaxedCapture relaxed(api_);
     IpcMemHandle h{};
     CUresult r = api_.ipcGetMemHandle(&h, reinterpret_cast<CUdeviceptr>(p));
     if (r != kSuccess) {
@@ -143,6 +148,7 @@ class CudaBackend final : public Backend {
 
   ncclResult_t openShared(const SharedHandle& handle, Buffer* out) override {
     ContextScope scope(api_, dev_.context());
+    RelaxedCapture relaxed(api_);
     IpcMemHandle h{};
     std::memcpy(h.reserved, handle.bytes, sizeof(h.reserved));
     CUdeviceptr p = 0;
@@ -154,6 +160,7 @@ class CudaBackend final : public Backend {
     }
     *out = Buffer(reinterpret_cast<char*>(p), [this](char* q) {
       ContextScope s(api_, dev_.context());
+      RelaxedCapture relaxed(api_);
       api_.ipcCloseMemHandle(reinterpret_cast<CUdeviceptr>(q));
     });
     return ncclSuccess;
@@ -161,7 +168,9 @@ class CudaBackend final : public Backend {
 
   std::shared_ptr<void> pinHostMemory(void* p, size_t bytes) override {
     ContextScope scope(api_, dev_.context());
-    CUresult r = api_.memHostRegister(p, bytes, kMemHostRegisterPortable);
+    RelaxedCapture relaxed(api_);
+    // DEVICEMAP: the kernels read and write the rings through their device mapping.
+    CUresult r = api_.memHostRegister(p, bytes, kMemHostRegisterPortable | kMemHostRegisterDeviceMap);
     if (r != kSuccess) {
       INFO(kSubsysInit, "CUDA backend: cannot pin %zu bytes of ring memory at %p (%s); copies to and from it go through "
            "the driver's pageable path", bytes, p, errorText(api_, r).c_str());
@@ -171,6 +180,7 @@ class CudaBackend final : public Backend {
     CUcontext ctx = dev_.context();  // the primary context: retained for the process's life
     return std::shared_ptr<void>(p, [api, ctx](void* q) {
       ContextScope s(*api, ctx);
+      RelaxedCapture relaxed(*api);
       api->memHostUnregister(q);
     });
   }
@@ -179,6 +189,7 @@ class CudaBackend final : public Backend {
   // could wait for a user's stream that waits for this very collective).
   ncclResult_t scratch(size_t bytes, Buffer* out) override {
     ContextScope scope(api_, dev_.context());
+    RelaxedCapture relaxed(api_);
     CUdeviceptr p = 0;
     CUresult r = api_.memAllocAsync(&p, bytes ? bytes : 1, inner_);
     if (r != kSuccess) {
@@ -191,6 +202,7 @@ class CudaBackend final : public Backend {
     CUcontext ctx = dev_.context();
     *out = Buffer(reinterpret_cast<char*>(p), [api, s, ctx](char* q) {
       ContextScope scope(*api, ctx);
+      RelaxedCapture relaxed(*api);
       api->memFreeAsync(reinterpret_cast<CUdeviceptr>(q), s);
     });
     return ncclSuccess;
@@ -198,9 +210,10 @@ class CudaBackend final : public Backend {
 
   ncclResult_t checkBuffer(const char* fn, const char* what, const void* p) override {
     PointerInfo info = pointerInfo(api_, p);
-    if (info.kind == PointerKind::Host && !registeredHost(p)) {
-      WARN("%s: %s %p is host memory, but this communicator runs on CUDA device %d: pass device memory (cudaMalloc, "
-           "ncclMemAlloc) or pinned host memory, or set ACCL_BACKEND=host to run on host buffers",
+    if (info.kind == PointerKind::Host && deviceAddress(p) == nullptr) {
+      WARN("%s: %s %p is host memory that the device cannot reach, but this communicator runs on CUDA device %d: "
+           "pass device memory (cudaMalloc, ncclMemAlloc) or mapped pinned host memory (cudaHostAlloc, "
+           "cudaHostRegister with cudaHostRegisterMapped), or set ACCL_BACKEND=host to run on host buffers",
            fn, what, p, dev_.ordinal());
       return ncclInvalidArgument;
     }
@@ -432,26 +445,27 @@ class CudaBackend final : public Backend {
     size_t bytes = 0;
   };
 
-  bool registeredHost(const void* p) {
-    // Pinned (cuMemHostAlloc) and registered host memory answer the attribute query as host
-    // memory; pageable memory makes it fail. Both read as Host in PointerInfo.
-    unsigned type = 0;
-    return api_.pointerGetAttribute(&type, kPointerAttributeMemoryType, reinterpret_cast<CUdeviceptr>(p)) ==
-               kSuccess &&
-           dev_.hostPointerIsDevicePointer();
-  }
-
-  bool deviceUsable(const void* p) {
+  // Where a kernel reaches p: device (or managed) memory as it is; registered host memory
+  // through its device mapping, which exists only for memory registered with DEVICEMAP (the
+  // same address where the device says so); nullptr for pageable memory.
+  void* deviceAddress(const void* p) {
     unsigned type = 0;
     if (api_.pointerGetAttribute(&type, kPointerAttributeMemoryType, reinterpret_cast<CUdeviceptr>(p)) != kSuccess)
-      return false;  // pageable host memory
-    return type != kMemoryTypeHost || dev_.hostPointerIsDevicePointer();
+      return nullptr;  // pageable host memory
+    if (type != kMemoryTypeHost) return const_cast<void*>(p);
+    CUdeviceptr mapped = 0;
+    if (api_.memHostGetDevicePointer(&mapped, const_cast<void*>(p), 0) != kSuccess) return nullptr;
+    return reinterpret_cast<void*>(mapped);
   }
 
   Operand operand(const DirectScope& direct, const void* p, size_t bytes, int slot, bool input) {
     Operand o;
     o.dev = const_cast<void*>(p);
-    if (p == nullptr || deviceUsable(p)) return o;
+    if (p == nullptr) return o;
+    if (void* mapped = deviceAddress(p)) {
+      o.dev = mapped;
+      return o;
+    }
     if (direct.active) {
       // The staging slots belong to the worker's stream; direct works never need them (the
       // group machinery sends works with host operands through the worker).
@@ -532,6 +546,7 @@ class CudaBackend final : public Backend {
   // Runs each queued task when its stream has reached it, and captured tasks whenever a
   // graph replay reaches them.
   void run() {
+    RelaxedCapture relaxed(api_);  // this thread's calls never belong to a user's capture
     api_.ctxSetCurrent(dev_.context());
     int idleRounds = 0;
     std::unique_lock<std::mutex> lk(mu_);

@@ -71,6 +71,8 @@ const DriverApi* load(std::string* why) {
   bind(lib, "cuIpcGetMemHandle", &api.ipcGetMemHandle, &missing);
   bind(lib, "cuIpcOpenMemHandle_v2", &api.ipcOpenMemHandle, &missing);
   bind(lib, "cuIpcCloseMemHandle", &api.ipcCloseMemHandle, &missing);
+  std::string optional;
+  bind(lib, "cuThreadExchangeStreamCaptureMode", &api.threadExchangeStreamCaptureMode, &optional);
   if (!missing.empty()) {
     *why = "the CUDA driver lacks " + missing + " (too old?)";
     return nullptr;

@@ -48,6 +48,8 @@ inline constexpr unsigned kIpcMemLazyEnablePeerAccess = 0x1;  // CU_IPC_MEM_LAZY
 inline constexpr int kCaptureStatusNone = 0;
 inline constexpr int kCaptureStatusActive = 1;
 inline constexpr int kCaptureStatusInvalidated = 2;
+// CUstreamCaptureMode
+inline constexpr int kCaptureModeRelaxed = 2;
 // CUdevice_attribute
 inline constexpr int kAttrMultiprocessorCount = 16;
 inline constexpr int kAttrUnifiedAddressing = 41;
@@ -119,6 +121,8 @@ struct DriverApi {
   CUresult (*ipcGetMemHandle)(IpcMemHandle* handle, CUdeviceptr ptr) = nullptr;              // cuIpcGetMemHandle
   CUresult (*ipcOpenMemHandle)(CUdeviceptr* ptr, IpcMemHandle handle, unsigned flags) = nullptr;  // cuIpcOpenMemHandle_v2
   CUresult (*ipcCloseMemHandle)(CUdeviceptr ptr) = nullptr;                                   // cuIpcCloseMemHandle
+  // Optional (null when the driver lacks it): the calling thread's stream-capture mode.
+  CUresult (*threadExchangeStreamCaptureMode)(int* mode) = nullptr;  // cuThreadExchangeStreamCaptureMode
 };
 
 // The driver of this process, loaded and initialised (cuInit) once; nullptr when there is

@@ -1,4 +1,5 @@
 #include "device/cuda/stream_gate.h"
+#include "device/cuda/relaxed_capture.h"
 #include <new>
 #include "base/log.h"
 
@@ -17,6 +18,7 @@ ncclResult_t GateSlab::acquire(Gate* out) {
   if (free_.empty()) {
     const DriverApi& api = dev_.api();
     ContextScope scope(api, dev_.context());
+    RelaxedCapture relaxed(api);
     void* chunk = nullptr;
     const size_t bytes = kGatesPerChunk * 2 * kFlagStride;
     CUresult r = api.memHostAlloc(&chunk, bytes, kMemHostAllocPortable | kMemHostAllocDeviceMap);
