@@ -28,6 +28,16 @@ ncclResult_t open(const std::string& xmlFile, const std::string& synthetic, Topo
     return ncclSystemError;
   }
   TopologyPtr t(raw);
+  // Only CPUs, NUMA nodes and PCI devices are read, so hwloc's plugins for GPU runtimes stay
+  // out of the process. Loaded, the OpenCL one brings every installed OpenCL driver: slow, and
+  // PoCL's LLVM installs an alternate signal stack (malloc'd, 64 KiB + SIGSTKSZ) on the calling
+  // thread. AddressSanitizer (GCC 12's libsanitizer) unmaps whatever alternate stack a thread
+  // has when it exits and aborts on that one ("failed to deallocate 0x134c0 (79040) bytes").
+  // LLVM keeps ASan's own stack (4 x SIGSTKSZ) where that is large enough, on CPUs with a big
+  // signal frame (AVX-512/AMX), so only some machines showed it. Components not built into
+  // this hwloc are refused (-1), which is fine.
+  for (const char* plugin : {"opencl", "gl", "cuda", "nvml", "rsmi", "levelzero"})
+    hwloc_topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, plugin);
   std::string xml = !xmlFile.empty() ? xmlFile : synthetic.empty() ? topoFileParam() : "";
   if (!xml.empty()) {
     if (hwloc_topology_set_xml(raw, xml.c_str()) != 0) {

@@ -3,7 +3,10 @@
 // PCI switch holding one GPU and one InfiniBand NIC). Checks the counts, NUMA placement of
 // devices, NUMA distances, which NIC is closest to each GPU, and the XML dump round trip.
 #include <gtest/gtest.h>
+#include <dlfcn.h>
+#include <signal.h>
 #include <unistd.h>
+#include <thread>
 #include <cstdlib>
 #include <string>
 #include "topo/hw_topology.h"
@@ -109,6 +112,29 @@ TEST(HwTopology, NcclTopoFileIsUsedWhenNoSourceIsGiven) {
   ASSERT_EQ(res, ncclSuccess);
   EXPECT_EQ(t.source, "XML file " + kXml);
   EXPECT_EQ(t.pci.size(), 4u);
+}
+
+// Reading this machine loads none of hwloc's GPU-runtime plugins: with an OpenCL driver
+// installed (PoCL, scripts/install-deps.sh), the OpenCL one brought LLVM into the process, which
+// left its own alternate signal stack on the thread; AddressSanitizer then aborted when the
+// thread exited (sanitize.Quick-asan-ubsan on AMD EPYC machines).
+TEST(HwTopology, ReadingThisMachineLoadsNoGpuRuntimeAndKeepsTheThreadsSignalStack) {
+  std::string leftover;
+  std::thread reader([&] {
+    stack_t before{}, after{};
+    sigaltstack(nullptr, &before);
+    HwTopology t;
+    if (loadHwTopology(&t) != ncclSuccess) leftover = "loadHwTopology failed";
+    sigaltstack(nullptr, &after);
+    if (after.ss_sp != before.ss_sp || after.ss_size != before.ss_size || after.ss_flags != before.ss_flags)
+      leftover = "the thread's alternate signal stack changed: " + std::to_string(after.ss_size) + " bytes at " +
+                 std::to_string(reinterpret_cast<uintptr_t>(after.ss_sp));
+    sigaltstack(&before, nullptr);  // what this test may have to undo before the thread exits
+  });
+  reader.join();
+  EXPECT_EQ(leftover, "");
+  for (const char* lib : {"libOpenCL.so.1", "libX11.so.6"})
+    EXPECT_EQ(dlopen(lib, RTLD_NOW | RTLD_NOLOAD), nullptr) << lib << " was loaded into the process";
 }
 
 TEST(HwTopology, MissingXmlFileIsAClearError) {
