@@ -80,6 +80,13 @@ class Backend {
     return "";
   }
 
+  // Whether a communicator of `nranks` ranks can run on this backend in this process's set-up;
+  // an error with a WARN naming the setting to change when it would hang instead.
+  virtual ncclResult_t admitCommunicator(const char* fn, int nranks) {
+    (void)fn, (void)nranks;
+    return ncclSuccess;
+  }
+
   // ncclMemAlloc / ncclMemFree: `fn` names the entry point in WARN lines.
   virtual ncclResult_t memAlloc(const char* fn, void** ptr, size_t bytes) = 0;
   virtual ncclResult_t memFree(const char* fn, void* ptr) = 0;

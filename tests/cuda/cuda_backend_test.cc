@@ -232,6 +232,35 @@ TEST(CudaBackend, KernelsAreResolvedAtSetUpNotDuringACollective) {
   }
 }
 
+// CUDA_DEVICE_MAX_CONNECTIONS=1 (Megatron-LM sets it) gives every stream of the device one
+// hardware queue, where the gate on the caller's stream would block the work that opens it: a
+// communicator with peers is refused at init, naming the setting; a lone rank still runs.
+TEST(CudaBackend, OneHardwareQueueIsRefusedAtInitNamingTheSettingInsteadOfHanging) {
+  REQUIRE_DRIVER(d);
+  (void)d;
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
+  ncclUniqueId id;
+  ASSERT_EQ(ncclSuccess, ncclGetUniqueId(&id));
+  std::vector<ncclResult_t> result(2, ncclSuccess);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; r++)
+    ranks.emplace_back([&, r] {
+      useDevice(0);
+      ncclComm_t comm = nullptr;
+      result[r] = ncclCommInitRank(&comm, 2, id, r);
+      if (result[r] == ncclSuccess) ncclCommDestroy(comm);
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 2; r++) EXPECT_EQ(ncclInvalidUsage, result[r]) << "rank " << r;
+  EXPECT_NE(std::string::npos, std::string(ncclGetLastError(nullptr)).find("CUDA_DEVICE_MAX_CONNECTIONS=1"))
+      << ncclGetLastError(nullptr);
+  ncclComm_t lone = nullptr;
+  int dev = 0;
+  EXPECT_EQ(ncclSuccess, ncclCommInitAll(&lone, 1, &dev));
+  if (lone) ncclCommDestroy(lone);
+  unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+}
+
 TEST(CudaBackend, CapturedAllReduceReplaysWithNewInputsEveryTime) {
   REQUIRE_DRIVER(d);
   const int n = 2;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -94,6 +95,21 @@ class CudaBackend final : public Backend {
   }
 
   const char* name() const override { return "cuda"; }
+
+  // With peers, a collective's user stream waits (gate) for work the worker runs on a second
+  // stream of the same device. CUDA_DEVICE_MAX_CONNECTIONS=1 (Megatron-LM, Transformer Engine)
+  // puts every stream in one in-order hardware queue, where that wait blocks the very work that
+  // would end it: refused here rather than hung. A lone rank queues on the user's stream only.
+  ncclResult_t admitCommunicator(const char* fn, int nranks) override {
+    const char* conns = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    if (nranks < 2 || conns == nullptr || std::atoi(conns) != 1) return ncclSuccess;
+    WARN("%s: CUDA_DEVICE_MAX_CONNECTIONS=1 gives all streams of device %d one hardware queue, and this version of "
+         "ACCL's CUDA backend makes the caller's stream wait for work it runs on another stream of the device: a "
+         "collective of %d ranks would hang there. Unset CUDA_DEVICE_MAX_CONNECTIONS or set it to 2 or more "
+         "(docs/gpu.md, \"Who waits for whom today\")",
+         fn, dev_.ordinal(), nranks);
+    return ncclInvalidUsage;
+  }
   bool hostBuffers() const override { return false; }
   const void* streamDomain() const override { return &dev_; }
 
