@@ -66,6 +66,7 @@ FAKE_CUDA_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
+  if (CUresult r = refuseIfCaptureForbids("cuMemAlloc")) return r;
   uintptr_t p = 0;
   if (CUresult r = deviceAlloc(ctx, bytesize, false, &p)) return r;
   FAKE_CUDA_TRACE("cuMemAlloc %zu bytes: 0x%lx", bytesize, p);
@@ -78,11 +79,12 @@ FAKE_CUDA_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
 FAKE_CUDA_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
+  if (CUresult r = refuseIfCaptureForbids("cuMemFree")) return r;
   if (dptr == 0) return CUDA_SUCCESS;
   Range r = findRange(dptr);
   if (r.kind != MemKind::Device || r.base != dptr) return CUDA_ERROR_INVALID_VALUE;
   FAKE_CUDA_TRACE("cuMemFree 0x%llx", dptr);
-  if (!r.streamOrdered) synchronizeContext(r.ctx);
+  if (!r.streamOrdered) drainContext(r.ctx);
   return deviceFree(dptr);
 }
 
@@ -129,6 +131,7 @@ FAKE_CUDA_API CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int f
   if (pp == nullptr || (flags & ~0x7u) != 0) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
+  if (CUresult r = refuseIfCaptureForbids("cuMemHostAlloc")) return r;
   return hostAlloc(ctx, bytesize, pp);
 }
 
@@ -136,6 +139,7 @@ FAKE_CUDA_API CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) { return cu
 
 FAKE_CUDA_API CUresult cuMemFreeHost(void* p) {
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (CUresult r = refuseIfCaptureForbids("cuMemFreeHost")) return r;
   return hostFree(p);
 }
 
@@ -143,12 +147,14 @@ FAKE_CUDA_API CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned i
   if ((flags & ~0xFu) != 0) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
+  if (CUresult r = refuseIfCaptureForbids("cuMemHostRegister")) return r;
   return hostRegister(ctx, p, bytesize);
 }
 
 FAKE_CUDA_API CUresult cuMemHostUnregister(void* p) {
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
+  if (CUresult r = refuseIfCaptureForbids("cuMemHostUnregister")) return r;
   return hostUnregister(p);
 }
 

@@ -5,9 +5,11 @@
 // stream and every other branch concurrently on a helper stream of the executable graph, with
 // fresh markers for the edges at each launch, so replays stay ordered and branches may wait on
 // each other (through events or through memory) as on a GPU; later work on the launch stream
-// waits for all branches. Not emulated: graph memory nodes (cuMemAllocAsync while capturing),
-// the check that forked branches joined back before cuStreamEndCapture, the differences
-// between capture modes, and launching a multi-branch graph into another capture.
+// waits for all branches. The capture mode decides which threads may not make unsafe calls
+// meanwhile (capture_modes.cc); a capture not begun RELAXED must end on the thread that began
+// it. Not emulated: graph memory nodes (cuMemAllocAsync while capturing), the check that forked
+// branches joined back before cuStreamEndCapture, and launching a multi-branch graph into
+// another capture.
 #include <map>
 #include "internal.h"
 
@@ -123,6 +125,9 @@ FAKE_CUDA_API CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCapture
   std::lock_guard<std::mutex> g(s->captureMu);
   if (s->capture) return CUDA_ERROR_ILLEGAL_STATE;
   s->capture = std::make_shared<Graph>();
+  s->capture->mode = mode;
+  s->capture->owner = std::this_thread::get_id();
+  captureBegan(s->capture);
   FAKE_CUDA_TRACE("stream %p: begin capture into graph %p", static_cast<void*>(s), static_cast<void*>(s->capture.get()));
   s->capture->members.push_back(s);
   s->capture->branches.emplace_back();
@@ -141,10 +146,16 @@ FAKE_CUDA_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
   {
     std::lock_guard<std::mutex> g(graph->mu);
     if (graph->members.front() != s) return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+    if (graph->mode != CU_STREAM_CAPTURE_MODE_RELAXED && graph->owner != std::this_thread::get_id()) {
+      report("cuStreamEndCapture: a capture not begun in relaxed mode ends on another thread than the one that "
+             "began it (CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD)");
+      return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    }
     members = graph->members;
     eventMarkers.swap(graph->eventMarkers);
     graph->open = false;
   }
+  captureEnded(graph.get());
   for (Stream* m : members) {
     std::lock_guard<std::mutex> g(m->captureMu);
     if (m->capture == graph) m->capture.reset();

@@ -134,6 +134,8 @@ class Stream {
   // Queues ops with nothing of another thread in between (a graph launch).
   void enqueueAll(const std::vector<Op>& ops);
   CUresult synchronize();
+  // Waits for the work queued so far (a capturing stream has none: its work is recorded).
+  CUresult drain();
   CUresult query();  // CUDA_SUCCESS, CUDA_ERROR_NOT_READY or the sticky error
   Context* ctx() const { return ctx_; }
   unsigned flags() const { return flags_; }
@@ -161,7 +163,8 @@ class Stream {
 CUresult resolveStream(CUstream h, Stream** out);
 CUresult createStream(Context* ctx, unsigned flags, Stream** out);
 CUresult destroyStream(CUstream h);  // pending work still runs, as with the real driver
-CUresult synchronizeContext(Context* ctx);
+CUresult synchronizeContext(Context* ctx);  // cuCtxSynchronize: a capturing stream invalidates its capture
+void drainContext(Context* ctx);  // what cuMemFree waits for: queued work, captures left alone
 CUresult resolveEvent(CUevent h, Event** out);
 
 // ---- capture.cc ----
@@ -183,6 +186,8 @@ struct Graph {
   std::vector<std::shared_ptr<Marker>> eventMarkers;  // completed when the capture ends
   std::atomic<bool> open{true};              // still being captured
   std::atomic<bool> invalidated{false};
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;  // as given to cuStreamBeginCapture
+  std::thread::id owner;                     // the thread that began it
 };
 // Ops enqueued on a capturing stream land in its graph instead of running.
 bool captureIfActive(Stream* s, const std::vector<Op>& ops);
@@ -190,6 +195,16 @@ bool captureIfActive(Stream* s, const std::vector<Op>& ops);
 int captureRecord(Stream* s, const std::shared_ptr<Graph>& g, const std::shared_ptr<Marker>& eventMarker);
 // cuStreamWaitEvent on s for record `id` of capture g: s joins g when it is not in it yet.
 void captureWait(Stream* s, const std::shared_ptr<Graph>& g, int id);
+
+// ---- capture_modes.cc: which calls a capture forbids, and on which threads ----
+// Every capture that has begun and not ended (cuStreamBeginCapture / cuStreamEndCapture).
+void captureBegan(const std::shared_ptr<Graph>& g);
+void captureEnded(const Graph* g);
+// For a "potentially unsafe" call (allocation, registration, IPC mapping, module loading,
+// context synchronization): CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED when the calling thread's
+// capture mode and the captures under way forbid it, after invalidating the captures that
+// forbid it and writing a stderr line naming the call; CUDA_SUCCESS otherwise.
+CUresult refuseIfCaptureForbids(const char* call);
 
 // ---- registries of live handles: a stale or foreign handle is an error, not a crash ----
 template <class T>

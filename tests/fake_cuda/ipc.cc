@@ -63,6 +63,7 @@ FAKE_CUDA_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle 
   if (pdptr == nullptr || (flags & ~unsigned{CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS}) != 0) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
+  if (CUresult r = refuseIfCaptureForbids("cuIpcOpenMemHandle")) return r;
   HandleBody body;
   std::memcpy(&body, handle.reserved, sizeof body);
   if (body.magic != kMagic || body.size == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -94,6 +95,7 @@ FAKE_CUDA_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle 
 FAKE_CUDA_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
+  if (CUresult r = refuseIfCaptureForbids("cuIpcCloseMemHandle")) return r;
   OpenTable& t = opened();
   std::lock_guard<std::mutex> g(t.mu);
   auto b = t.byBase.find(dptr);

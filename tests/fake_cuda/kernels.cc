@@ -59,6 +59,7 @@ FAKE_CUDA_API CUresult cuModuleLoadData(CUmodule* module, const void* image) {
   if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
+  if (CUresult r = refuseIfCaptureForbids("cuModuleLoadData")) return r;
   auto* m = new Module{ctx};
   modules().add(m);
   *module = reinterpret_cast<CUmodule>(m);
@@ -67,6 +68,7 @@ FAKE_CUDA_API CUresult cuModuleLoadData(CUmodule* module, const void* image) {
 
 FAKE_CUDA_API CUresult cuModuleUnload(CUmodule module) {
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (CUresult r = refuseIfCaptureForbids("cuModuleUnload")) return r;
   auto* m = reinterpret_cast<Module*>(module);
   if (!modules().remove(m)) return CUDA_ERROR_INVALID_HANDLE;
   delete m;

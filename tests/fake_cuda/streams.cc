@@ -78,6 +78,10 @@ CUresult Stream::synchronize() {
     graph->invalidated = true;  // the real driver invalidates the capture too
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
+  return drain();
+}
+
+CUresult Stream::drain() {
   std::unique_lock<std::mutex> g(mu_);
   const uint64_t target = enqueued_;
   cv_.wait(g, [&] { return done_ >= target; });
@@ -152,6 +156,12 @@ CUresult synchronizeContext(Context* ctx) {
     if (first == CUDA_SUCCESS) first = r;
   }
   return first;
+}
+
+void drainContext(Context* ctx) {
+  defaultStream(ctx).drain();
+  for (Stream* s : streams().snapshot())
+    if (s->ctx() == ctx) s->drain();
 }
 
 }  // namespace fakecuda
