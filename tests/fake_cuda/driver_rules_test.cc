@@ -7,12 +7,116 @@
 // can answer (its stderr lines, its queue mapping) are skipped.
 #include <cuda.h>
 #include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <atomic>
+#include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 #include "fake_cuda/fake_cuda_fixture.h"
 
+extern char** environ;
+
 namespace {
+
+// ---- scenarios that need a setting the driver reads once per process ----
+// CUDA_DEVICE_MAX_CONNECTIONS and CUDA_MODULE_LOADING are read when the driver starts: a test
+// runs this program again with the setting and FAKE_RULES_CHILD=<scenario>; the child runs the
+// scenario before main() and exits with its verdict.
+constexpr int kRan = 0, kHeld = 3, kBroken = 2;
+
+bool childInit(CUcontext* ctx) {
+  CUdevice dev = 0;
+  return cuInit(0) == CUDA_SUCCESS && cuDeviceGet(&dev, 0) == CUDA_SUCCESS &&
+         cuDevicePrimaryCtxRetain(ctx, dev) == CUDA_SUCCESS && cuCtxSetCurrent(*ctx) == CUDA_SUCCESS;
+}
+
+// Stream A waits for a flag (a stream memory wait, or a spinning kernel); stream B, created
+// `gap` streams after A, then writes a word. kRan when B's write lands while A still waits,
+// kHeld when it has not within 2 s; A is then released from the host either way.
+int waitThenWrite(bool kernel, int gap) {
+  CUcontext ctx = nullptr;
+  void* host = nullptr;
+  CUdeviceptr flag = 0;
+  if (!childInit(&ctx) || cuMemHostAlloc(&host, 16, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE) ||
+      cuMemHostGetDevicePointer(&flag, host, 0))
+    return kBroken;
+  auto* words = static_cast<uint64_t*>(host);
+  words[0] = words[1] = 0;
+  CUstream a = nullptr, b = nullptr;
+  std::vector<CUstream> between(gap);
+  if (cuStreamCreate(&a, CU_STREAM_NON_BLOCKING)) return kBroken;
+  for (CUstream& s : between)
+    if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) return kBroken;
+  if (cuStreamCreate(&b, CU_STREAM_NON_BLOCKING)) return kBroken;
+  if (kernel) {
+    CUmodule m = nullptr;
+    CUfunction f = nullptr;
+    unsigned long long want = 1;
+    int equal = 0;
+    void* params[] = {&flag, &want, &equal};
+    if (cuModuleLoadData(&m, kernelImage().data()) || cuModuleGetFunction(&f, m, "accl_wait_flag") ||
+        cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, a, params, nullptr))
+      return kBroken;
+  } else if (cuStreamWaitValue64(a, flag, 1, CU_STREAM_WAIT_VALUE_GEQ)) {
+    return kBroken;
+  }
+  if (cuStreamWriteValue64(b, flag + 8, 1, 0)) return kBroken;
+  bool ran = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (!ran && std::chrono::steady_clock::now() < deadline) {
+    ran = __atomic_load_n(&words[1], __ATOMIC_ACQUIRE) == 1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  __atomic_store_n(&words[0], 1, __ATOMIC_RELEASE);  // releases A (and then B, if it was held)
+  if (cuStreamSynchronize(a) || cuStreamSynchronize(b)) return kBroken;
+  return ran ? kRan : kHeld;
+}
+
+int runScenario(const std::string& name) {
+  if (name == "memop-wait") return waitThenWrite(false, 0);
+  if (name == "memop-wait-gap7") return waitThenWrite(false, 7);
+  if (name == "memop-wait-gap6") return waitThenWrite(false, 6);
+  if (name == "kernel-wait") return waitThenWrite(true, 0);
+  fprintf(stderr, "unknown scenario %s\n", name.c_str());
+  return kBroken;
+}
+
+const int kChildScenario = [] {
+  if (const char* name = std::getenv("FAKE_RULES_CHILD")) {
+    const int verdict = runScenario(name);
+    fflush(nullptr);
+    _exit(verdict);
+  }
+  return 0;
+}();
+
+// Runs `scenario` in a child with `settings` ("NAME=value") added to the environment and
+// CUDA_DEVICE_MAX_CONNECTIONS / CUDA_MODULE_LOADING otherwise unset; its exit code.
+int runChild(const std::string& scenario, std::vector<std::string> settings) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; e++) {
+    const std::string kv = *e;
+    if (kv.rfind("CUDA_DEVICE_MAX_CONNECTIONS=", 0) == 0 || kv.rfind("CUDA_MODULE_LOADING=", 0) == 0 ||
+        kv.rfind("FAKE_RULES_CHILD=", 0) == 0)
+      continue;
+    env.push_back(kv);
+  }
+  for (auto& s : settings) env.push_back(s);
+  env.push_back("FAKE_RULES_CHILD=" + scenario);
+  std::vector<char*> envp;
+  for (auto& s : env) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  char exe[] = "/proc/self/exe";
+  char* argv[] = {exe, nullptr};
+  pid_t pid = 0;
+  if (posix_spawn(&pid, exe, nullptr, nullptr, argv, envp.data()) != 0) return -1;
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
 
 using DriverRules = FakeCuda;
 
@@ -138,6 +242,30 @@ TEST_F(DriverRules, CaptureNotRelaxedEndsOnlyOnTheThreadThatBeganIt) {
   CU_OK(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_RELAXED));
   onOtherThread(ctx_, [&] { EXPECT_EQ(CUDA_SUCCESS, cuStreamEndCapture(stream_, &graph)); });
   CU_OK(cuGraphDestroy(graph));
+}
+
+// ---- rule 2: hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) ----
+
+TEST_F(DriverRules, OneHardwareQueueHoldsEveryStreamBehindAnUnsatisfiedWait) {
+  // What Megatron-LM and Transformer Engine set: a stream waiting for work queued later on
+  // another stream never sees it.
+  EXPECT_EQ(kHeld, runChild("memop-wait", {"CUDA_DEVICE_MAX_CONNECTIONS=1"}));
+}
+
+TEST_F(DriverRules, StreamsOnTheirOwnHardwareQueuesDoNotHoldEachOther) {
+  EXPECT_EQ(kRan, runChild("memop-wait", {}));
+  EXPECT_EQ(kRan, runChild("memop-wait", {"CUDA_DEVICE_MAX_CONNECTIONS=2"}));
+}
+
+TEST_F(DriverRules, ARunningKernelDoesNotHoldItsHardwareQueue) {
+  EXPECT_EQ(kRan, runChild("kernel-wait", {"CUDA_DEVICE_MAX_CONNECTIONS=1"}));
+}
+
+TEST_F(DriverRules, StreamsBeyondTheConnectionCountShareHardwareQueues) {
+  NEEDS_FAKE();  // the fake's mapping (stream i of a context -> queue i % N); the driver's is its own
+  EXPECT_EQ(kHeld, runChild("memop-wait-gap7", {}));  // the 1st and 9th created streams share a queue
+  EXPECT_EQ(kRan, runChild("memop-wait-gap6", {}));
+  EXPECT_EQ(kHeld, runChild("memop-wait-gap7", {"CUDA_DEVICE_MAX_CONNECTIONS=4"}));
 }
 
 }  // namespace

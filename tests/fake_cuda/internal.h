@@ -115,6 +115,30 @@ struct Event {
   int capturedId = 0;                 // ... as this Record node
 };
 
+// ---- hw_queues.cc: hardware queues shared by a context's streams (CUDA_DEVICE_MAX_CONNECTIONS) ----
+struct HwQueue {
+  int index = 0, of = 0;  // queue `index` of the context's `of`
+  // An operation takes a ticket when queued (under its stream's lock, so a stream's tickets
+  // follow its order) and waits its turn before it runs; it releases the queue once started.
+  uint64_t ticket(const void* stream);
+  void awaitTurn(uint64_t ticket, const void* stream);  // says on stderr when held for long
+  void release();
+
+ private:
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t issued = 0, started = 0;
+  std::deque<const void*> owners;  // the stream of each ticket not yet started, in order
+};
+// The queue of the next stream of ctx (the default stream is number 0); null ctx: none.
+HwQueue* assignHwQueue(Context* ctx, bool defaultStream);
+// Called by a stream's worker around each operation: the operation holds q until it has
+// started, which is when it ends unless it calls operationStarted() first (a kernel does, as
+// it begins: a running kernel does not hold the queue).
+void beginRunning(HwQueue* q);
+void operationStarted();
+void endRunning();
+
 // ---- streams.cc ----
 // An operation on a stream. It receives the stream's sticky error (CUDA_SUCCESS when none) and
 // returns the stream's error afterwards; work ops do nothing once the stream has failed,
@@ -123,7 +147,7 @@ using Op = std::function<CUresult(CUresult sticky)>;
 Op work(std::function<CUresult()> body);
 class Stream {
  public:
-  Stream(Context* ctx, unsigned flags);
+  Stream(Context* ctx, unsigned flags, bool isDefault = false);
   ~Stream();
   // Finishes the queue and stops the worker; the object stays valid (see destroyStream).
   void retire();
@@ -148,11 +172,16 @@ class Stream {
 
  private:
   void run();
+  struct Queued {
+    Op op;
+    uint64_t ticket = 0;  // on hwq_
+  };
   Context* ctx_;
   unsigned flags_;
+  HwQueue* hwq_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Op> queue_;
+  std::deque<Queued> queue_;
   uint64_t enqueued_ = 0, done_ = 0;
   CUresult sticky_ = CUDA_SUCCESS;
   bool stop_ = false;

@@ -109,6 +109,7 @@ FAKE_CUDA_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsig
   const unsigned grid = gridDimX * gridDimY * gridDimZ, block = blockDimX * blockDimY * blockDimZ;
   // Counted when it runs, so each replay of a captured launch counts.
   s->enqueue(work([k, grid, block, launch = k->bind(kernelParams)] {
+    operationStarted();  // a running kernel does not hold its hardware queue
     countKernel(k->name.c_str());
     if (auto fault = accl::kern::runGrid(grid, block, launch)) {
       const bool misaligned = fault->kind == accl::kern::Fault::MisalignedAddress;

@@ -1,4 +1,5 @@
-// streams.cc: a stream is an in-order queue of operations run by its own worker thread. The
+// streams.cc: a stream is an in-order queue of operations run by its own worker thread, which
+// also waits for the operation's turn on the stream's hardware queue (hw_queues.cc). The
 // first operation that fails leaves its error on the stream (sticky, like a GPU fault: later
 // work does not run and later synchronize/query calls report it). The NULL stream,
 // CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are one process-wide default stream; the legacy
@@ -12,7 +13,10 @@ Op work(std::function<CUresult()> body) {
   return [body = std::move(body)](CUresult sticky) { return sticky != CUDA_SUCCESS ? sticky : body(); };
 }
 
-Stream::Stream(Context* ctx, unsigned flags) : ctx_(ctx), flags_(flags), worker_([this] { run(); }) {}
+Stream::Stream(Context* ctx, unsigned flags, bool isDefault)
+    : ctx_(ctx), flags_(flags), hwq_(assignHwQueue(ctx, isDefault)), worker_([this] { run(); }) {
+  if (hwq_) FAKE_CUDA_TRACE("stream %p: hardware queue %d of %d", static_cast<void*>(this), hwq_->index, hwq_->of);
+}
 
 // Drains the queue first: destroying a stream lets its pending work finish.
 Stream::~Stream() { retire(); }
@@ -32,7 +36,7 @@ void Stream::enqueueAll(const std::vector<Op>& ops) {
   if (captureIfActive(this, ops)) return;
   {
     std::lock_guard<std::mutex> g(mu_);
-    queue_.insert(queue_.end(), ops.begin(), ops.end());
+    for (const Op& op : ops) queue_.push_back({op, hwq_ ? hwq_->ticket(this) : 0});
     enqueued_ += ops.size();
   }
   cv_.notify_all();
@@ -51,17 +55,23 @@ CUstreamCaptureStatus Stream::captureStatus() {
 
 void Stream::run() {
   for (;;) {
-    Op op;
-    CUresult sticky;
+    Queued next;
     {
       std::unique_lock<std::mutex> g(mu_);
       cv_.wait(g, [this] { return !queue_.empty() || stop_; });
       if (queue_.empty()) return;
-      op = std::move(queue_.front());
+      next = std::move(queue_.front());
       queue_.pop_front();
+    }
+    if (hwq_) hwq_->awaitTurn(next.ticket, this);
+    CUresult sticky;
+    {
+      std::lock_guard<std::mutex> g(mu_);
       sticky = sticky_;
     }
-    CUresult r = op(sticky);
+    beginRunning(hwq_);
+    CUresult r = next.op(sticky);
+    endRunning();
     if (r != CUDA_SUCCESS && sticky == CUDA_SUCCESS)
       FAKE_CUDA_TRACE("stream %p: failed with %s; later work on it does not run", static_cast<void*>(this), errorName(r));
     {
@@ -111,7 +121,7 @@ Stream& defaultStream(Context* ctx) {
   static Stream* perDevice[64] = {};
   std::lock_guard<std::mutex> g(mu);
   Stream*& s = perDevice[ctx->device];
-  if (s == nullptr) s = new Stream(ctx, 0);
+  if (s == nullptr) s = new Stream(ctx, 0, true);
   return *s;
 }
 }  // namespace
