@@ -45,7 +45,7 @@ std::shared_ptr<Graph> findGraph(CUgraph h) {
   return it == store().graphs.end() ? nullptr : it->second;
 }
 
-bool isDefault(CUstream h) { return h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD; }
+bool isLegacy(CUstream h) { return h == nullptr || h == CU_STREAM_LEGACY; }
 
 // The branch of s in graph (caller holds graph->mu); s joins when it is not a member yet.
 std::vector<Node>& branchOf(Graph& graph, Stream* s) {
@@ -121,7 +121,7 @@ FAKE_CUDA_API CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCapture
   if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
       mode != CU_STREAM_CAPTURE_MODE_RELAXED)
     return CUDA_ERROR_INVALID_VALUE;
-  if (isDefault(hStream)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // the legacy stream cannot capture
+  if (isLegacy(hStream)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // the legacy stream cannot capture
   std::lock_guard<std::mutex> g(s->captureMu);
   if (s->capture) return CUDA_ERROR_ILLEGAL_STATE;
   s->capture = std::make_shared<Graph>();

@@ -268,4 +268,90 @@ TEST_F(DriverRules, StreamsBeyondTheConnectionCountShareHardwareQueues) {
   EXPECT_EQ(kHeld, runChild("memop-wait-gap7", {"CUDA_DEVICE_MAX_CONNECTIONS=4"}));
 }
 
+// ---- rule 7: the legacy default stream's implicit synchronization ----
+
+// Words in pinned, device-mapped host memory that streams wait on and write (stream memory
+// operations: the GPU's front end runs them, no host callback thread involved).
+class Words {
+ public:
+  Words() {
+    EXPECT_EQ(CUDA_SUCCESS, cuMemHostAlloc(&host_, 8 * kCount, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+    EXPECT_EQ(CUDA_SUCCESS, cuMemHostGetDevicePointer(&dev_, host_, 0));
+    for (int i = 0; i < kCount; i++) set(i, 0);
+  }
+  ~Words() { cuMemFreeHost(host_); }
+  void set(int i, uint64_t v) { __atomic_store_n(word(i), v, __ATOMIC_RELEASE); }
+  uint64_t get(int i) { return __atomic_load_n(word(i), __ATOMIC_ACQUIRE); }
+  // Queued on s: wait until word i >= 1 / write 1 to word i.
+  CUresult hold(CUstream s, int i) { return cuStreamWaitValue64(s, dev_ + 8 * i, 1, CU_STREAM_WAIT_VALUE_GEQ); }
+  CUresult mark(CUstream s, int i) { return cuStreamWriteValue64(s, dev_ + 8 * i, 1, 0); }
+  // Whether word i becomes 1 within `ms` milliseconds.
+  bool becomes(int i, int ms) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (get(i) != 1) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+  }
+
+ private:
+  static constexpr int kCount = 8;
+  uint64_t* word(int i) { return static_cast<uint64_t*>(host_) + i; }
+  void* host_ = nullptr;
+  CUdeviceptr dev_ = 0;
+};
+
+TEST_F(DriverRules, LegacyStreamWaitsForBlockingStreamsAndTheyForIt) {
+  CUstream blocking = nullptr;
+  CU_OK(cuStreamCreate(&blocking, 0));
+  Words w;
+  // The legacy stream waits for earlier work on a blocking stream ...
+  CU_OK(w.hold(blocking, 0));
+  CU_OK(w.mark(nullptr, 1));
+  EXPECT_FALSE(w.becomes(1, 300));
+  w.set(0, 1);
+  EXPECT_TRUE(w.becomes(1, 5000));
+  CU_OK(cuStreamSynchronize(nullptr));
+  // ... and later work on a blocking stream waits for earlier work on the legacy stream.
+  CU_OK(w.hold(CU_STREAM_LEGACY, 2));
+  CU_OK(w.mark(blocking, 3));
+  EXPECT_FALSE(w.becomes(3, 300));
+  w.set(2, 1);
+  EXPECT_TRUE(w.becomes(3, 5000));
+  CU_OK(cuStreamSynchronize(blocking));
+  CU_OK(cuStreamDestroy(blocking));
+}
+
+TEST_F(DriverRules, NonBlockingStreamsDoNotSynchronizeWithTheLegacyStream) {
+  Words w;  // stream_ is CU_STREAM_NON_BLOCKING
+  CU_OK(w.hold(stream_, 0));
+  CU_OK(w.mark(nullptr, 1));
+  EXPECT_TRUE(w.becomes(1, 5000));
+  CU_OK(w.hold(nullptr, 2));
+  CU_OK(w.mark(stream_, 3));  // queued behind stream_'s own wait: released first
+  w.set(0, 1);
+  EXPECT_TRUE(w.becomes(3, 5000));
+  w.set(2, 1);
+  CU_OK(cuStreamSynchronize(nullptr));
+  CU_OK(cuStreamSynchronize(stream_));
+}
+
+TEST_F(DriverRules, PerThreadDefaultStreamIsEachThreadsOwnAndNotTheLegacyOne) {
+  Words w;
+  CU_OK(w.hold(CU_STREAM_PER_THREAD, 0));  // this thread's per-thread stream is held
+  onOtherThread(ctx_, [&] {
+    EXPECT_EQ(CUDA_SUCCESS, w.mark(CU_STREAM_PER_THREAD, 1));  // another thread's: not held
+    EXPECT_EQ(CUDA_SUCCESS, cuStreamSynchronize(CU_STREAM_PER_THREAD));
+  });
+  EXPECT_EQ(1u, w.get(1));
+  // It is a blocking stream: the legacy stream waits for it.
+  CU_OK(w.mark(nullptr, 2));
+  EXPECT_FALSE(w.becomes(2, 300));
+  w.set(0, 1);
+  EXPECT_TRUE(w.becomes(2, 5000));
+  CU_OK(cuStreamSynchronize(nullptr));
+  CU_OK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+}
+
 }  // namespace

@@ -24,6 +24,11 @@ bool Marker::done() {
   return done_;
 }
 
+bool Marker::waitFor(int ms) {
+  std::unique_lock<std::mutex> g(mu_);
+  return cv_.wait_for(g, std::chrono::milliseconds(ms), [this] { return done_; });
+}
+
 CUresult Marker::wait() {
   std::unique_lock<std::mutex> g(mu_);
   cv_.wait(g, [this] { return done_; });

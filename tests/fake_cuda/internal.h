@@ -97,6 +97,7 @@ class Marker {
   void complete(CUresult result);
   bool done();
   CUresult wait();  // blocks until done; the stream's error at that point
+  bool waitFor(int ms);  // wait() for at most ms milliseconds; whether done
   double doneAtMs();  // when it completed (steady clock, ms); valid once done
  private:
   std::mutex mu_;
@@ -147,7 +148,8 @@ using Op = std::function<CUresult(CUresult sticky)>;
 Op work(std::function<CUresult()> body);
 class Stream {
  public:
-  Stream(Context* ctx, unsigned flags, bool isDefault = false);
+  // `legacy`: the context's legacy default stream (NULL, CU_STREAM_LEGACY).
+  Stream(Context* ctx, unsigned flags, bool legacy = false);
   ~Stream();
   // Finishes the queue and stops the worker; the object stays valid (see destroyStream).
   void retire();
@@ -163,6 +165,8 @@ class Stream {
   CUresult query();  // CUDA_SUCCESS, CUDA_ERROR_NOT_READY or the sticky error
   Context* ctx() const { return ctx_; }
   unsigned flags() const { return flags_; }
+  bool legacy() const { return legacy_; }
+  bool blocking() const { return (flags_ & CU_STREAM_NON_BLOCKING) == 0; }
   // The graph this stream is capturing into (its own capture, or one it joined by waiting on
   // an event recorded in it); null when not capturing.
   std::shared_ptr<Graph> captureGraph();
@@ -172,12 +176,22 @@ class Stream {
 
  private:
   void run();
+  // Queues ops as they are (no capture, no implicit synchronization).
+  void append(const std::vector<Op>& ops);
+  bool idle();
+  // A marker this stream completes once it has run everything queued before it.
+  std::shared_ptr<Marker> markNow();
+  // The legacy default stream's implicit synchronization, as waits to put before new work:
+  // the legacy stream waits for all blocking streams of its context, a blocking stream for
+  // the legacy stream; non-blocking streams neither.
+  std::vector<Op> implicitWaits();
   struct Queued {
     Op op;
     uint64_t ticket = 0;  // on hwq_
   };
   Context* ctx_;
   unsigned flags_;
+  bool legacy_;
   HwQueue* hwq_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -187,8 +201,10 @@ class Stream {
   bool stop_ = false;
   std::thread worker_;  // last: starts once the rest is built
 };
-// The stream a handle names: 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are one process
-// default stream (needs a current context); others must be live streams (INVALID_HANDLE).
+// The stream a handle names (needs a current context for the special handles): 0 and
+// CU_STREAM_LEGACY the legacy default stream of the current context's device,
+// CU_STREAM_PER_THREAD this thread's own default stream of that context (a blocking stream,
+// made on first use); others must be live streams (INVALID_HANDLE).
 CUresult resolveStream(CUstream h, Stream** out);
 CUresult createStream(Context* ctx, unsigned flags, Stream** out);
 CUresult destroyStream(CUstream h);  // pending work still runs, as with the real driver

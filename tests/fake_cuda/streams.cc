@@ -1,10 +1,13 @@
 // streams.cc: a stream is an in-order queue of operations run by its own worker thread, which
 // also waits for the operation's turn on the stream's hardware queue (hw_queues.cc). The
 // first operation that fails leaves its error on the stream (sticky, like a GPU fault: later
-// work does not run and later synchronize/query calls report it). The NULL stream,
-// CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are one process-wide default stream; the legacy
-// stream's implicit synchronization with blocking streams is NOT emulated.
-// (One default stream per device, as on the GPU: ranks on two devices never share one.)
+// work does not run and later synchronize/query calls report it). The NULL stream and
+// CU_STREAM_LEGACY are the legacy default stream of the device's context (one per device, as
+// on the GPU: ranks on two devices never share one), with its implicit synchronization: work
+// queued on it waits for all work queued before on the context's blocking streams (created
+// without CU_STREAM_NON_BLOCKING, per-thread default streams included), and work queued later
+// on a blocking stream waits for the legacy stream's work queued before. CU_STREAM_PER_THREAD
+// is each thread's own blocking stream, not the legacy one.
 #include "internal.h"
 
 namespace fakecuda {
@@ -13,8 +16,8 @@ Op work(std::function<CUresult()> body) {
   return [body = std::move(body)](CUresult sticky) { return sticky != CUDA_SUCCESS ? sticky : body(); };
 }
 
-Stream::Stream(Context* ctx, unsigned flags, bool isDefault)
-    : ctx_(ctx), flags_(flags), hwq_(assignHwQueue(ctx, isDefault)), worker_([this] { run(); }) {
+Stream::Stream(Context* ctx, unsigned flags, bool legacy)
+    : ctx_(ctx), flags_(flags), legacy_(legacy), hwq_(assignHwQueue(ctx, legacy)), worker_([this] { run(); }) {
   if (hwq_) FAKE_CUDA_TRACE("stream %p: hardware queue %d of %d", static_cast<void*>(this), hwq_->index, hwq_->of);
 }
 
@@ -34,6 +37,64 @@ void Stream::enqueue(Op op) { enqueueAll({std::move(op)}); }
 
 void Stream::enqueueAll(const std::vector<Op>& ops) {
   if (captureIfActive(this, ops)) return;
+  std::vector<Op> all = implicitWaits();
+  if (all.empty()) return append(ops);
+  all.insert(all.end(), ops.begin(), ops.end());
+  append(all);
+}
+
+namespace {
+Stream& defaultStream(Context* ctx);
+}
+
+bool Stream::idle() {
+  std::lock_guard<std::mutex> g(mu_);
+  return done_ == enqueued_;
+}
+
+std::shared_ptr<Marker> Stream::markNow() {
+  auto m = std::make_shared<Marker>();
+  append({[m](CUresult sticky) {
+    m->complete(sticky);
+    return sticky;
+  }});
+  return m;
+}
+
+std::vector<Op> Stream::implicitWaits() {
+  std::vector<Op> waits;
+  if (ctx_ == nullptr || !blocking()) return waits;
+  // Called without this stream's lock held: the other stream may be doing the same to us.
+  auto waitFor = [&](Stream* other) {
+    if (other == this || other->idle()) return;
+    std::shared_ptr<Marker> m = other->markNow();
+    waits.push_back([m, self = this, other](CUresult sticky) {
+      if (sticky != CUDA_SUCCESS) return sticky;
+      if (!m->waitFor(5000)) {
+        report("stream %p%s has waited 5 s for stream %p%s: the legacy default stream (NULL, CU_STREAM_LEGACY, "
+               "and every synchronous cuMemcpy/cuMemset) waits for all earlier work of the context's blocking "
+               "streams, and blocking streams for the legacy stream's; on a GPU this is a hang if that work waits "
+               "for something queued later",
+               static_cast<void*>(self), self->legacy() ? " (legacy)" : " (blocking)", static_cast<void*>(other),
+               other->legacy() ? " (legacy)" : " (blocking)");
+        m->wait();
+      }
+      return sticky;
+    });
+  };
+  if (legacy_) {
+    for (Stream* s : streams().snapshot())
+      if (s->ctx() == ctx_ && s->blocking() && !s->legacy()) waitFor(s);
+  } else {
+    waitFor(&defaultStream(ctx_));
+  }
+  if (!waits.empty())
+    FAKE_CUDA_TRACE("stream %p: waits for %zu stream(s) (legacy default stream implicit synchronization)",
+                    static_cast<void*>(this), waits.size());
+  return waits;
+}
+
+void Stream::append(const std::vector<Op>& ops) {
   {
     std::lock_guard<std::mutex> g(mu_);
     for (const Op& op : ops) queue_.push_back({op, hwq_ ? hwq_->ticket(this) : 0});
@@ -124,6 +185,29 @@ Stream& defaultStream(Context* ctx) {
   if (s == nullptr) s = new Stream(ctx, 0, true);
   return *s;
 }
+
+// This thread's per-thread default streams, one per context; they go (after draining, in the
+// background, like cuStreamDestroy) when the thread ends.
+struct PerThreadStreams {
+  std::vector<std::pair<Context*, Stream*>> list;
+  ~PerThreadStreams() {
+    for (auto& entry : list) {
+      Stream* gone = entry.second;
+      streams().remove(gone);
+      std::thread([gone] { gone->retire(); }).detach();
+    }
+  }
+};
+thread_local PerThreadStreams tPerThread;
+
+Stream& perThreadStream(Context* ctx) {
+  for (auto& [c, s] : tPerThread.list)
+    if (c == ctx) return *s;
+  auto* s = new Stream(ctx, 0);
+  streams().add(s);
+  tPerThread.list.push_back({ctx, s});
+  return *s;
+}
 }  // namespace
 
 CUresult resolveStream(CUstream h, Stream** out) {
@@ -131,7 +215,7 @@ CUresult resolveStream(CUstream h, Stream** out) {
   if (h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
     Context* ctx = nullptr;
     if (CUresult r = currentContext(&ctx)) return r;
-    *out = &defaultStream(ctx);
+    *out = h == CU_STREAM_PER_THREAD ? &perThreadStream(ctx) : &defaultStream(ctx);
     return CUDA_SUCCESS;
   }
   if (!streams().contains(h)) return CUDA_ERROR_INVALID_HANDLE;
