@@ -148,7 +148,7 @@ FAKE_CUDA_API CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned i
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
   if (CUresult r = refuseIfCaptureForbids("cuMemHostRegister")) return r;
-  return hostRegister(ctx, p, bytesize);
+  return hostRegister(ctx, p, bytesize, (flags & CU_MEMHOSTREGISTER_DEVICEMAP) != 0);
 }
 
 FAKE_CUDA_API CUresult cuMemHostUnregister(void* p) {
@@ -158,13 +158,20 @@ FAKE_CUDA_API CUresult cuMemHostUnregister(void* p) {
   return hostUnregister(p);
 }
 
-// Unified addressing: the device sees mapped host memory at the same address.
+// Unified addressing with CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM (as this device reports): the
+// device sees mapped host memory at the same address, as the documentation says the real
+// driver then returns. Registered memory that was not mapped (no DEVICEMAP) has none.
 FAKE_CUDA_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned int flags) {
   if (pdptr == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
   Range r = findRange(addr(p));
   if (r.kind != MemKind::HostAlloc && r.kind != MemKind::HostRegistered) return CUDA_ERROR_INVALID_VALUE;
+  if (!r.deviceMapped) {
+    report("cuMemHostGetDevicePointer(%p): registered without CU_MEMHOSTREGISTER_DEVICEMAP, so not mapped for the device",
+           p);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   *pdptr = addr(p);
   return CUDA_SUCCESS;
 }
@@ -182,7 +189,10 @@ FAKE_CUDA_API CUresult cuPointerGetAttribute(void* data, CUpointer_attribute att
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
       *static_cast<unsigned*>(data) = device ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
       return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *static_cast<CUdeviceptr*>(data) = ptr; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      if (!device && !r.deviceMapped) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<CUdeviceptr*>(data) = ptr;
+      return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
       if (device) return CUDA_ERROR_INVALID_VALUE;
       *static_cast<void**>(data) = reinterpret_cast<void*>(ptr);
@@ -191,7 +201,7 @@ FAKE_CUDA_API CUresult cuPointerGetAttribute(void* data, CUpointer_attribute att
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *static_cast<int*>(data) = r.ctx ? r.ctx->device : 0; return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data) = r.base; return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data) = r.size; return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_MAPPED: *static_cast<bool*>(data) = true; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPED: *static_cast<bool*>(data) = device || r.deviceMapped; return CUDA_SUCCESS;
     default: return CUDA_ERROR_INVALID_VALUE;
   }
 }

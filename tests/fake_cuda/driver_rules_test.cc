@@ -354,4 +354,52 @@ TEST_F(DriverRules, PerThreadDefaultStreamIsEachThreadsOwnAndNotTheLegacyOne) {
   CU_OK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
 }
 
+// ---- rule 6: device access to registered host memory needs CU_MEMHOSTREGISTER_DEVICEMAP ----
+
+TEST_F(DriverRules, KernelsReachRegisteredHostMemoryThroughItsDevicePointer) {
+  std::vector<uint8_t> host(4096);
+  for (size_t i = 0; i < host.size(); i++) host[i] = static_cast<uint8_t>(i * 7);
+  CU_OK(cuMemHostRegister(host.data(), host.size(), CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE));
+  CUdeviceptr src = 0, dst = 0;
+  CU_OK(cuMemHostGetDevicePointer(&src, host.data(), 0));
+  CU_OK(cuMemAlloc(&dst, host.size()));
+  size_t bytes = host.size();
+  CU_OK(launch(function("accl_copy"), {&dst, &src, &bytes}, stream_));
+  CU_OK(cuStreamWriteValue64(stream_, src, 0x1122334455667788ull, 0));  // a memory operation too
+  CU_OK(cuStreamSynchronize(stream_));
+  std::vector<uint8_t> back(host.size());
+  CU_OK(cuMemcpyDtoH(back.data(), dst, back.size()));
+  for (size_t i = 0; i < back.size(); i++) ASSERT_EQ(static_cast<uint8_t>(i * 7), back[i]) << i;
+  uint64_t first = 0;
+  std::memcpy(&first, host.data(), 8);
+  EXPECT_EQ(0x1122334455667788ull, first);
+  CU_OK(cuMemHostUnregister(host.data()));
+  CU_OK(cuMemFree(dst));
+}
+
+// The real driver with unified addressing may still reach such memory (the runtime documents
+// cudaHostRegisterDefault as mapped there); the driver API maps it only with DEVICEMAP, and a
+// backend must not rely on more. The fake holds it to that.
+TEST_F(DriverRules, RegisteredHostMemoryWithoutDeviceMapIsNotForTheDevice) {
+  NEEDS_FAKE();
+  std::vector<uint8_t> host(4096, 3);
+  CU_OK(cuMemHostRegister(host.data(), host.size(), CU_MEMHOSTREGISTER_PORTABLE));
+  const auto addr = reinterpret_cast<CUdeviceptr>(host.data());
+  CUdeviceptr dev = 0, dst = 0;
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuMemHostGetDevicePointer(&dev, host.data(), 0));
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, cuStreamWriteValue64(stream_, addr, 1, 0));
+  CU_OK(cuMemAlloc(&dst, host.size()));
+  CU_OK(cuMemcpyHtoDAsync(dst, host.data(), host.size(), stream_));  // copies may use it: it is pinned
+  CU_OK(cuStreamSynchronize(stream_));
+  size_t bytes = host.size();
+  CUdeviceptr src = addr;
+  CU_OK(launch(function("accl_copy"), {&dst, &src, &bytes}, stream_));  // accepted: faults when it runs
+  EXPECT_EQ(CUDA_ERROR_ILLEGAL_ADDRESS, cuStreamSynchronize(stream_));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(std::string::npos, err.find("registered without CU_MEMHOSTREGISTER_DEVICEMAP")) << err;
+  EXPECT_NE(std::string::npos, err.find("kernel accl_copy: illegal address")) << err;
+  CU_OK(cuMemHostUnregister(host.data()));
+}
+
 }  // namespace

@@ -67,6 +67,9 @@ struct Range {
   size_t fdOffset = 0;
   size_t mapped = 0;  // bytes reserved or mapped for it (whole pages)
   bool streamOrdered = false;  // from cuMemAllocAsync: cuMemFree does not synchronize
+  // Host memory the device may reach: cuMemHostAlloc'd (always, with unified addressing), or
+  // registered with CU_MEMHOSTREGISTER_DEVICEMAP.
+  bool deviceMapped = false;
 };
 CUresult deviceAlloc(Context* ctx, size_t bytes, bool streamOrdered, uintptr_t* out);
 CUresult deviceFree(uintptr_t base);  // base of a cuMemAlloc'd (not imported) allocation
@@ -77,13 +80,14 @@ size_t deviceMemoryBytes();  // the arena's size (FAKE_CUDA_MEMORY_GIB)
 size_t deviceMemoryUsed();   // bytes allocated now, IPC imports not counted
 CUresult hostAlloc(Context* ctx, size_t bytes, void** out);
 CUresult hostFree(void* p);
-CUresult hostRegister(Context* ctx, void* p, size_t bytes);
+CUresult hostRegister(Context* ctx, void* p, size_t bytes, bool deviceMapped);
 CUresult hostUnregister(void* p);
 // The range that contains addr (any kind), or kind None.
 Range findRange(uintptr_t addr);
 // Where a kernel or memory operation reads/writes [addr, addr+bytes): device memory through its
-// shadow, registered or cuMemHostAlloc'd host memory as is; nullptr for anything else (the
-// "illegal address" a GPU would fault on).
+// shadow, device-mapped host memory (cuMemHostAlloc'd, or registered with DEVICEMAP) as is;
+// nullptr for anything else (the "illegal address" a GPU would fault on), with a stderr line
+// when it is host memory registered without DEVICEMAP.
 char* kernelAddress(uintptr_t addr, size_t bytes);
 // Where a memcpy reads/writes: like kernelAddress, but any other address is pageable host
 // memory (memcpy may use it). nullptr when [addr, addr+bytes) starts in device memory and runs

@@ -214,6 +214,7 @@ CUresult hostAlloc(Context* ctx, size_t bytes, void** out) {
   r.shadow = static_cast<char*>(p);
   r.ctx = ctx;
   r.mapped = mapped;
+  r.deviceMapped = true;  // unified addressing: every cuMemHostAlloc'd range, whatever its flags
   Memory& m = memory();
   std::unique_lock<std::shared_mutex> g(m.mu);
   m.ranges[r.base] = r;
@@ -231,7 +232,7 @@ CUresult hostFree(void* p) {
   return CUDA_SUCCESS;
 }
 
-CUresult hostRegister(Context* ctx, void* p, size_t bytes) {
+CUresult hostRegister(Context* ctx, void* p, size_t bytes, bool deviceMapped) {
   if (p == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   Memory& m = memory();
   std::unique_lock<std::shared_mutex> g(m.mu);
@@ -243,6 +244,7 @@ CUresult hostRegister(Context* ctx, void* p, size_t bytes) {
   r.size = bytes;
   r.shadow = static_cast<char*>(p);
   r.ctx = ctx;
+  r.deviceMapped = deviceMapped;
   m.ranges[lo] = r;
   return CUDA_SUCCESS;
 }
@@ -278,6 +280,12 @@ Range findRange(uintptr_t addr) {
 char* kernelAddress(uintptr_t addr, size_t bytes) {
   Range r = findRange(addr);
   if (r.kind == MemKind::None || bytes > r.size - (addr - r.base)) return nullptr;
+  if (r.kind == MemKind::HostRegistered && !r.deviceMapped) {
+    report("device access to 0x%lx: host memory registered without CU_MEMHOSTREGISTER_DEVICEMAP is not mapped for "
+           "the device (register it with DEVICEMAP and use the address from cuMemHostGetDevicePointer)",
+           addr);
+    return nullptr;
+  }
   return r.shadow + (addr - r.base);
 }
 
