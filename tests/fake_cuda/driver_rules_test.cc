@@ -13,6 +13,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include "fake_cuda/fake_cuda_fixture.h"
@@ -75,7 +77,43 @@ int waitThenWrite(bool kernel, int gap) {
   return ran ? kRan : kHeld;
 }
 
+// Looks a kernel up while a stream waits for this thread (to be released 3 s later by another
+// thread). kRan when the lookup returned at once; kHeld when it waited for the stream or
+// failed (what lazy loading's context synchronization does). A kernel looked up before, while
+// the context was idle, must come back at once either way.
+int lookupWhileAStreamWaits() {
+  CUcontext ctx = nullptr;
+  void* host = nullptr;
+  CUdeviceptr flag = 0;
+  CUmodule m = nullptr;
+  CUfunction f = nullptr;
+  CUstream a = nullptr;
+  if (!childInit(&ctx) || cuMemHostAlloc(&host, 8, CU_MEMHOSTALLOC_DEVICEMAP) ||
+      cuMemHostGetDevicePointer(&flag, host, 0) || cuStreamCreate(&a, CU_STREAM_NON_BLOCKING) ||
+      cuModuleLoadData(&m, kernelImage().data()) || cuModuleGetFunction(&f, m, "accl_copy"))
+    return kBroken;
+  auto* word = static_cast<uint64_t*>(host);
+  *word = 0;
+  if (cuStreamWaitValue64(a, flag, 1, CU_STREAM_WAIT_VALUE_GEQ)) return kBroken;
+  std::thread release([word] {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    __atomic_store_n(word, 1, __ATOMIC_RELEASE);
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  const CUresult again = cuModuleGetFunction(&f, m, "accl_copy");
+  const bool againPrompt = std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1000);
+  t0 = std::chrono::steady_clock::now();
+  const CUresult first = cuModuleGetFunction(&f, m, "accl_write_flag");
+  const bool firstPrompt = std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1000);
+  release.join();
+  fprintf(stderr, "lookup of a kernel seen before: %d (%s); first lookup of another: %d (%s)\n", again,
+          againPrompt ? "at once" : "slow", first, firstPrompt ? "at once" : "slow");
+  if (cuStreamSynchronize(a) || again != CUDA_SUCCESS || !againPrompt) return kBroken;
+  return first == CUDA_SUCCESS && firstPrompt ? kRan : kHeld;
+}
+
 int runScenario(const std::string& name) {
+  if (name == "lookup-while-a-stream-waits") return lookupWhileAStreamWaits();
   if (name == "memop-wait") return waitThenWrite(false, 0);
   if (name == "memop-wait-gap7") return waitThenWrite(false, 7);
   if (name == "memop-wait-gap6") return waitThenWrite(false, 6);
@@ -95,7 +133,7 @@ const int kChildScenario = [] {
 
 // Runs `scenario` in a child with `settings` ("NAME=value") added to the environment and
 // CUDA_DEVICE_MAX_CONNECTIONS / CUDA_MODULE_LOADING otherwise unset; its exit code.
-int runChild(const std::string& scenario, std::vector<std::string> settings) {
+int runChild(const std::string& scenario, std::vector<std::string> settings, std::string* err = nullptr) {
   std::vector<std::string> env;
   for (char** e = environ; *e; e++) {
     const std::string kv = *e;
@@ -111,11 +149,24 @@ int runChild(const std::string& scenario, std::vector<std::string> settings) {
   envp.push_back(nullptr);
   char exe[] = "/proc/self/exe";
   char* argv[] = {exe, nullptr};
+  // With `err`: the child's stderr goes to a file, read back into *err.
+  char errPath[] = "/tmp/fake_cuda_rules_child_XXXXXX";
+  const int errFd = err ? mkstemp(errPath) : -1;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (errFd >= 0) posix_spawn_file_actions_adddup2(&actions, errFd, 2);
   pid_t pid = 0;
-  if (posix_spawn(&pid, exe, nullptr, nullptr, argv, envp.data()) != 0) return -1;
+  const int spawned = posix_spawn(&pid, exe, &actions, nullptr, argv, envp.data());
+  posix_spawn_file_actions_destroy(&actions);
   int status = 0;
-  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
+  const bool exited = spawned == 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status);
+  if (errFd >= 0) {
+    std::ifstream in(errPath);
+    err->assign(std::istreambuf_iterator<char>(in), {});
+    close(errFd);
+    unlink(errPath);
+  }
+  return exited ? WEXITSTATUS(status) : -1;
 }
 
 using DriverRules = FakeCuda;
@@ -400,6 +451,31 @@ TEST_F(DriverRules, RegisteredHostMemoryWithoutDeviceMapIsNotForTheDevice) {
   EXPECT_NE(std::string::npos, err.find("registered without CU_MEMHOSTREGISTER_DEVICEMAP")) << err;
   EXPECT_NE(std::string::npos, err.find("kernel accl_copy: illegal address")) << err;
   CU_OK(cuMemHostUnregister(host.data()));
+}
+
+// ---- rule 3: lazy module loading synchronizes the context ----
+
+TEST_F(DriverRules, LazyLoadingSynchronizesTheContextAtAKernelsFirstLookup) {
+  std::string err;
+  const int verdict =
+      runChild("lookup-while-a-stream-waits", {"FAKE_CUDA_LAZY_LOAD_TIMEOUT_MS=1000"}, &err);  // LAZY: the default
+  if (!onFake()) {
+    // The real driver "may" synchronize: what it did is worth knowing, not a failure.
+    fprintf(stderr, "real driver, lazy loading: the first lookup %s\n%s", verdict == kHeld ? "waited" : "did not wait",
+            err.c_str());
+    ASSERT_NE(kBroken, verdict) << err;
+    return;
+  }
+  EXPECT_EQ(kHeld, verdict) << err;
+  EXPECT_NE(std::string::npos, err.find("cuModuleGetFunction(accl_write_flag): lazy module loading")) << err;
+  EXPECT_NE(std::string::npos, err.find("is still busy after 1000 ms")) << err;
+  EXPECT_EQ(kHeld, runChild("lookup-while-a-stream-waits", {"CUDA_MODULE_LOADING=LAZY",
+                                                            "FAKE_CUDA_LAZY_LOAD_TIMEOUT_MS=1000"}));
+}
+
+TEST_F(DriverRules, EagerLoadingNeverSynchronizesAtLookup) {
+  std::string err;
+  EXPECT_EQ(kRan, runChild("lookup-while-a-stream-waits", {"CUDA_MODULE_LOADING=EAGER"}, &err)) << err;
 }
 
 }  // namespace

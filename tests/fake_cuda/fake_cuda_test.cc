@@ -295,8 +295,11 @@ TEST_F(FakeCuda, FlagKernelsWriteAndWaitOnMappedHostMemory) {
   CUdeviceptr flag = reinterpret_cast<CUdeviceptr>(host), out = flag + 8;
   unsigned long long want = 4, written = 9;
   int geq = 0;
-  CU_OK(launch(function("accl_wait_flag"), {&flag, &want, &geq}, stream_));
-  CU_OK(launch(function("accl_write_flag"), {&out, &written}, stream_));
+  // Both looked up before the first launch: with lazy loading, a lookup while the waiting
+  // kernel spins would synchronize the context and never return.
+  CUfunction waitFlag = function("accl_wait_flag"), writeFlag = function("accl_write_flag");
+  CU_OK(launch(waitFlag, {&flag, &want, &geq}, stream_));
+  CU_OK(launch(writeFlag, {&out, &written}, stream_));
   EXPECT_EQ(CUDA_ERROR_NOT_READY, cuStreamQuery(stream_));
   __atomic_store_n(&words[0], 6ull, __ATOMIC_RELEASE);  // the waiting kernel polls it
   CU_OK(cuStreamSynchronize(stream_));

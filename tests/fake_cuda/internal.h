@@ -7,6 +7,7 @@
 #pragma once
 #include <cuda.h>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -166,6 +167,8 @@ class Stream {
   CUresult synchronize();
   // Waits for the work queued so far (a capturing stream has none: its work is recorded).
   CUresult drain();
+  // drain() until `deadline`; whether the work queued so far is done by then.
+  bool drainUntil(std::chrono::steady_clock::time_point deadline);
   CUresult query();  // CUDA_SUCCESS, CUDA_ERROR_NOT_READY or the sticky error
   Context* ctx() const { return ctx_; }
   unsigned flags() const { return flags_; }
@@ -214,6 +217,14 @@ CUresult createStream(Context* ctx, unsigned flags, Stream** out);
 CUresult destroyStream(CUstream h);  // pending work still runs, as with the real driver
 CUresult synchronizeContext(Context* ctx);  // cuCtxSynchronize: a capturing stream invalidates its capture
 void drainContext(Context* ctx);  // what cuMemFree waits for: queued work, captures left alone
+// drainContext for at most `ms` milliseconds: a stream of ctx still busy then, or null.
+Stream* drainContextFor(Context* ctx, int ms);
+
+// ---- module_loading.cc: CUDA_MODULE_LOADING (LAZY by default since CUDA 12.2) ----
+// Called by cuModuleGetFunction for a kernel it found: under lazy loading, the first lookup of
+// each kernel in a context loads it, which synchronizes the context. A stream still busy after
+// a bounded wait is reported (kernel and stream named) and the lookup fails instead of hanging.
+CUresult loadFunction(Context* ctx, const char* name);
 CUresult resolveEvent(CUevent h, Event** out);
 
 // ---- capture.cc ----

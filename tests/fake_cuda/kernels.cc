@@ -81,6 +81,7 @@ FAKE_CUDA_API CUresult cuModuleGetFunction(CUfunction* fn, CUmodule module, cons
   if (!modules().contains(module)) return CUDA_ERROR_INVALID_HANDLE;
   countFunctionLookup();
   if (const EmulatedKernel* k = accl::kern::findKernel(name)) {
+    if (CUresult r = loadFunction(reinterpret_cast<Module*>(module)->ctx, name)) return r;  // lazy loading
     *fn = reinterpret_cast<CUfunction>(const_cast<EmulatedKernel*>(k));
     return CUDA_SUCCESS;
   }

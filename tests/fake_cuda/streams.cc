@@ -152,6 +152,12 @@ CUresult Stream::synchronize() {
   return drain();
 }
 
+bool Stream::drainUntil(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> g(mu_);
+  const uint64_t target = enqueued_;
+  return cv_.wait_until(g, deadline, [&] { return done_ >= target; });
+}
+
 CUresult Stream::drain() {
   std::unique_lock<std::mutex> g(mu_);
   const uint64_t target = enqueued_;
@@ -250,6 +256,14 @@ CUresult synchronizeContext(Context* ctx) {
     if (first == CUDA_SUCCESS) first = r;
   }
   return first;
+}
+
+Stream* drainContextFor(Context* ctx, int ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  if (!defaultStream(ctx).drainUntil(deadline)) return &defaultStream(ctx);
+  for (Stream* s : streams().snapshot())
+    if (s->ctx() == ctx && !s->drainUntil(deadline)) return s;
+  return nullptr;
 }
 
 void drainContext(Context* ctx) {
