@@ -112,7 +112,42 @@ int lookupWhileAStreamWaits() {
   return first == CUDA_SUCCESS && firstPrompt ? kRan : kHeld;
 }
 
+// The other process of the IPC rules: opens the handle in FAKE_RULES_HANDLE (hex), checks the
+// bytes read 0x5A, says "opened" on stdout, waits for a byte on stdin (the exporter frees the
+// memory meanwhile), then runs a kernel reading it. 0 when that kernel faulted, 1 when it ran.
+int importerAfterFree() {
+  CUcontext ctx = nullptr;
+  const char* hex = std::getenv("FAKE_RULES_HANDLE");
+  CUipcMemHandle handle;
+  if (!childInit(&ctx) || hex == nullptr || std::strlen(hex) != 2 * sizeof handle) return kBroken;
+  for (size_t i = 0; i < sizeof handle; i++) {
+    unsigned v = 0;
+    sscanf(hex + 2 * i, "%2x", &v);
+    handle.reserved[i] = static_cast<char>(v);
+  }
+  CUdeviceptr theirs = 0, mine = 0;
+  CUstream s = nullptr;
+  CUmodule m = nullptr;
+  CUfunction copy = nullptr;
+  unsigned char seen[16] = {};
+  if (cuIpcOpenMemHandle(&theirs, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) || cuMemAlloc(&mine, 4096) ||
+      cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuModuleLoadData(&m, kernelImage().data()) ||
+      cuModuleGetFunction(&copy, m, "accl_copy") || cuMemcpyDtoH(seen, theirs, sizeof seen) || seen[0] != 0x5A)
+    return kBroken;
+  printf("opened\n");
+  fflush(stdout);
+  char go = 0;
+  if (read(0, &go, 1) != 1) return kBroken;
+  size_t bytes = 4096;
+  void* params[] = {&mine, &theirs, &bytes};
+  if (cuLaunchKernel(copy, 1, 1, 1, 128, 1, 1, 0, s, params, nullptr)) return kBroken;
+  const CUresult r = cuStreamSynchronize(s);
+  fprintf(stderr, "importer: kernel after the exporter's free: %d\n", r);
+  return r == CUDA_ERROR_ILLEGAL_ADDRESS ? 0 : 1;
+}
+
 int runScenario(const std::string& name) {
+  if (name == "ipc-importer-after-free") return importerAfterFree();
   if (name == "lookup-while-a-stream-waits") return lookupWhileAStreamWaits();
   if (name == "memop-wait") return waitThenWrite(false, 0);
   if (name == "memop-wait-gap7") return waitThenWrite(false, 7);
@@ -131,42 +166,71 @@ const int kChildScenario = [] {
   return 0;
 }();
 
-// Runs `scenario` in a child with `settings` ("NAME=value") added to the environment and
-// CUDA_DEVICE_MAX_CONNECTIONS / CUDA_MODULE_LOADING otherwise unset; its exit code.
+// A child running `scenario` with `settings` ("NAME=value") added to the environment and
+// CUDA_DEVICE_MAX_CONNECTIONS / CUDA_MODULE_LOADING otherwise unset. Its stdin and stdout are
+// pipes (toChild, fromChild); its stderr goes to a file that wait() reads back.
+class Child {
+ public:
+  Child(const std::string& scenario, std::vector<std::string> settings) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; e++) {
+      const std::string kv = *e;
+      if (kv.rfind("CUDA_DEVICE_MAX_CONNECTIONS=", 0) == 0 || kv.rfind("CUDA_MODULE_LOADING=", 0) == 0 ||
+          kv.rfind("FAKE_RULES_CHILD=", 0) == 0)
+        continue;
+      env.push_back(kv);
+    }
+    for (auto& s : settings) env.push_back(s);
+    env.push_back("FAKE_RULES_CHILD=" + scenario);
+    std::vector<char*> envp;
+    for (auto& s : env) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    int in[2], out[2];
+    if (pipe(in) != 0 || pipe(out) != 0) return;
+    errFd_ = mkstemp(errPath_);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    if (errFd_ >= 0) posix_spawn_file_actions_adddup2(&actions, errFd_, 2);
+    char exe[] = "/proc/self/exe";
+    char* argv[] = {exe, nullptr};
+    if (posix_spawn(&pid_, exe, &actions, nullptr, argv, envp.data()) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&actions);
+    close(in[0]);
+    close(out[1]);
+    toChild = in[1];
+    fromChild = out[0];
+  }
+  ~Child() {
+    if (toChild >= 0) close(toChild);
+    if (fromChild >= 0) close(fromChild);
+    if (errFd_ >= 0) {
+      close(errFd_);
+      unlink(errPath_);
+    }
+  }
+  // Its exit code (-1 when it did not exit); its stderr into *err when given.
+  int wait(std::string* err = nullptr) {
+    int status = 0;
+    const bool exited = pid_ > 0 && waitpid(pid_, &status, 0) == pid_ && WIFEXITED(status);
+    if (err && errFd_ >= 0) {
+      std::ifstream in(errPath_);
+      err->assign(std::istreambuf_iterator<char>(in), {});
+    }
+    return exited ? WEXITSTATUS(status) : -1;
+  }
+  int toChild = -1, fromChild = -1;
+
+ private:
+  pid_t pid_ = -1;
+  char errPath_[40] = "/tmp/fake_cuda_rules_child_XXXXXX";
+  int errFd_ = -1;
+};
+
 int runChild(const std::string& scenario, std::vector<std::string> settings, std::string* err = nullptr) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e; e++) {
-    const std::string kv = *e;
-    if (kv.rfind("CUDA_DEVICE_MAX_CONNECTIONS=", 0) == 0 || kv.rfind("CUDA_MODULE_LOADING=", 0) == 0 ||
-        kv.rfind("FAKE_RULES_CHILD=", 0) == 0)
-      continue;
-    env.push_back(kv);
-  }
-  for (auto& s : settings) env.push_back(s);
-  env.push_back("FAKE_RULES_CHILD=" + scenario);
-  std::vector<char*> envp;
-  for (auto& s : env) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  char exe[] = "/proc/self/exe";
-  char* argv[] = {exe, nullptr};
-  // With `err`: the child's stderr goes to a file, read back into *err.
-  char errPath[] = "/tmp/fake_cuda_rules_child_XXXXXX";
-  const int errFd = err ? mkstemp(errPath) : -1;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (errFd >= 0) posix_spawn_file_actions_adddup2(&actions, errFd, 2);
-  pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, exe, &actions, nullptr, argv, envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  int status = 0;
-  const bool exited = spawned == 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status);
-  if (errFd >= 0) {
-    std::ifstream in(errPath);
-    err->assign(std::istreambuf_iterator<char>(in), {});
-    close(errFd);
-    unlink(errPath);
-  }
-  return exited ? WEXITSTATUS(status) : -1;
+  Child child(scenario, std::move(settings));
+  return child.wait(err);
 }
 
 using DriverRules = FakeCuda;
@@ -476,6 +540,35 @@ TEST_F(DriverRules, LazyLoadingSynchronizesTheContextAtAKernelsFirstLookup) {
 TEST_F(DriverRules, EagerLoadingNeverSynchronizesAtLookup) {
   std::string err;
   EXPECT_EQ(kRan, runChild("lookup-while-a-stream-waits", {"CUDA_MODULE_LOADING=EAGER"}, &err)) << err;
+}
+
+// ---- rule 5: freeing an exported allocation that another process still has open ----
+
+TEST_F(DriverRules, AnImportersAccessAfterTheExporterFreedItFaults) {
+  NEEDS_FAKE();  // undefined behaviour on a GPU: what it does there is not what this checks
+  CUdeviceptr p = 0;
+  CU_OK(cuMemAlloc(&p, 4096));
+  CU_OK(cuMemsetD8(p, 0x5A, 4096));
+  CUipcMemHandle handle;
+  CU_OK(cuIpcGetMemHandle(&handle, p));
+  std::string hex;
+  for (size_t i = 0; i < sizeof handle; i++) {
+    char two[3];
+    snprintf(two, sizeof two, "%02x", static_cast<unsigned char>(handle.reserved[i]));
+    hex += two;
+  }
+  Child child("ipc-importer-after-free", {"FAKE_RULES_HANDLE=" + hex});
+  char said[7] = {};
+  ASSERT_EQ(6, read(child.fromChild, said, 6)) << "the importer did not open the handle";
+  EXPECT_STREQ("opened", said);
+  ::testing::internal::CaptureStderr();
+  CU_OK(cuMemFree(p));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(std::string::npos, err.find("1 other process(es) still have this allocation open through CUDA IPC")) << err;
+  ASSERT_EQ(1, write(child.toChild, "x", 1));
+  std::string childErr;
+  EXPECT_EQ(0, child.wait(&childErr)) << childErr;
+  EXPECT_NE(std::string::npos, childErr.find("the exporting process freed this CUDA IPC allocation")) << childErr;
 }
 
 }  // namespace

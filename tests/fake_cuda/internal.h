@@ -55,6 +55,13 @@ CUresult currentContext(Context** out);
 
 // ---- memory.cc: the device arena, host ranges, address translation ----
 enum class MemKind { None, Device, Imported, HostAlloc, HostRegistered };
+// One exported allocation's state, in memory shared by the exporting process and the processes
+// that opened it (ipc.cc): an importer's access after the exporter freed it faults, and the
+// exporter's cuMemFree says when others still have it open.
+struct ExportSlot {
+  std::atomic<uint32_t> alive;  // 1 until the exporter frees the allocation
+  std::atomic<int32_t> opens;   // processes that have it open now
+};
 // Bytes of host memory registered now (cuMemHostRegister, not yet unregistered).
 size_t registeredHostBytes();
 struct Range {
@@ -71,11 +78,14 @@ struct Range {
   // Host memory the device may reach: cuMemHostAlloc'd (always, with unified addressing), or
   // registered with CU_MEMHOSTREGISTER_DEVICEMAP.
   bool deviceMapped = false;
+  // Device memory exported with cuIpcGetMemHandle, or memory imported with cuIpcOpenMemHandle.
+  ExportSlot* exportSlot = nullptr;
 };
 CUresult deviceAlloc(Context* ctx, size_t bytes, bool streamOrdered, uintptr_t* out);
 CUresult deviceFree(uintptr_t base);  // base of a cuMemAlloc'd (not imported) allocation
 // Maps size bytes at fdOffset of `fd` as device memory (IPC import); takes ownership of fd.
-CUresult importRange(Context* ctx, int fd, size_t fdOffset, size_t size, uintptr_t* out);
+CUresult importRange(Context* ctx, int fd, size_t fdOffset, size_t size, ExportSlot* slot, uintptr_t* out);
+void setExportSlot(uintptr_t base, ExportSlot* slot);  // on the device allocation at base
 CUresult unimportRange(uintptr_t base);
 size_t deviceMemoryBytes();  // the arena's size (FAKE_CUDA_MEMORY_GIB)
 size_t deviceMemoryUsed();   // bytes allocated now, IPC imports not counted

@@ -144,6 +144,13 @@ CUresult deviceFree(uintptr_t base) {
   std::unique_lock<std::shared_mutex> g(m.mu);
   auto it = m.ranges.find(base);
   if (it == m.ranges.end() || it->second.kind != MemKind::Device) return CUDA_ERROR_INVALID_VALUE;
+  if (ExportSlot* slot = it->second.exportSlot) {
+    slot->alive.store(0);
+    if (const int opens = slot->opens.load(); opens > 0)
+      report("cuMemFree(0x%lx): %d other process(es) still have this allocation open through CUDA IPC "
+             "(cuIpcOpenMemHandle): undefined behaviour on a GPU; their later device accesses to it fault here",
+             base, opens);
+  }
   m.give(it->second.fdOffset, it->second.mapped);
   m.used -= it->second.mapped;
   m.ranges.erase(it);
@@ -162,7 +169,14 @@ size_t deviceMemoryUsed() {
   return m.used;
 }
 
-CUresult importRange(Context* ctx, int fd, size_t fdOffset, size_t size, uintptr_t* out) {
+void setExportSlot(uintptr_t base, ExportSlot* slot) {
+  Memory& m = memory();
+  std::unique_lock<std::shared_mutex> g(m.mu);
+  auto it = m.ranges.find(base);
+  if (it != m.ranges.end()) it->second.exportSlot = slot;
+}
+
+CUresult importRange(Context* ctx, int fd, size_t fdOffset, size_t size, ExportSlot* slot, uintptr_t* out) {
   const size_t mapped = roundUp(size);
   void* view = mmap(nullptr, mapped, PROT_NONE, MAP_SHARED, fd, static_cast<off_t>(fdOffset));
   void* shadow = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(fdOffset));
@@ -175,6 +189,7 @@ CUresult importRange(Context* ctx, int fd, size_t fdOffset, size_t size, uintptr
   }
   Range r;
   r.kind = MemKind::Imported;
+  r.exportSlot = slot;
   r.base = reinterpret_cast<uintptr_t>(view);
   r.size = size;
   r.shadow = static_cast<char*>(shadow);
@@ -277,9 +292,21 @@ Range findRange(uintptr_t addr) {
   return it->second;
 }
 
+namespace {
+// An imported allocation its exporter has freed: gone for this process's device accesses.
+bool freedByExporter(const Range& r, uintptr_t addr) {
+  if (r.kind != MemKind::Imported || r.exportSlot == nullptr || r.exportSlot->alive.load() != 0) return false;
+  report("device access to 0x%lx: the exporting process freed this CUDA IPC allocation while this process still had "
+         "it open (cuIpcOpenMemHandle); the mapping is gone (CUDA_ERROR_ILLEGAL_ADDRESS)",
+         addr);
+  return true;
+}
+}  // namespace
+
 char* kernelAddress(uintptr_t addr, size_t bytes) {
   Range r = findRange(addr);
   if (r.kind == MemKind::None || bytes > r.size - (addr - r.base)) return nullptr;
+  if (freedByExporter(r, addr)) return nullptr;
   if (r.kind == MemKind::HostRegistered && !r.deviceMapped) {
     report("device access to 0x%lx: host memory registered without CU_MEMHOSTREGISTER_DEVICEMAP is not mapped for "
            "the device (register it with DEVICEMAP and use the address from cuMemHostGetDevicePointer)",
@@ -294,7 +321,7 @@ char* copyAddress(uintptr_t addr, size_t bytes) {
   // Pageable host memory (memcpy may use it), or host memory the driver knows: as is.
   if (r.kind == MemKind::None || r.kind == MemKind::HostAlloc || r.kind == MemKind::HostRegistered)
     return reinterpret_cast<char*>(addr);
-  if (bytes > r.size - (addr - r.base)) return nullptr;
+  if (bytes > r.size - (addr - r.base) || freedByExporter(r, addr)) return nullptr;
   return r.shadow + (addr - r.base);
 }
 
