@@ -571,4 +571,26 @@ TEST_F(DriverRules, AnImportersAccessAfterTheExporterFreedItFaults) {
   EXPECT_NE(std::string::npos, childErr.find("the exporting process freed this CUDA IPC allocation")) << childErr;
 }
 
+// ---- rule 4: a CUDA IPC handle opens only in another process ----
+
+TEST_F(DriverRules, IpcHandleDoesNotOpenInTheProcessThatMadeIt) {
+  CUdeviceptr p = 0, same = 0;
+  CU_OK(cuMemAlloc(&p, 4096));
+  CUipcMemHandle handle;
+  CU_OK(cuIpcGetMemHandle(&handle, p));
+  ::testing::internal::CaptureStderr();
+  const CUresult here = cuIpcOpenMemHandle(&same, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+  CUresult otherThread = CUDA_SUCCESS;
+  onOtherThread(ctx_, [&] { otherThread = cuIpcOpenMemHandle(&same, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS); });
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(CUDA_SUCCESS, here);
+  EXPECT_NE(CUDA_SUCCESS, otherThread);
+  if (onFake()) {
+    EXPECT_EQ(CUDA_ERROR_INVALID_CONTEXT, here);
+    EXPECT_EQ(CUDA_ERROR_INVALID_CONTEXT, otherThread);
+    EXPECT_NE(std::string::npos, err.find("the handle was exported by this process")) << err;
+  }
+  CU_OK(cuMemFree(p));
+}
+
 }  // namespace

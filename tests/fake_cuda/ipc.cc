@@ -148,7 +148,11 @@ FAKE_CUDA_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle 
   HandleBody body;
   std::memcpy(&body, handle.reserved, sizeof body);
   if (body.magic != kMagic || body.size == 0) return CUDA_ERROR_INVALID_VALUE;
-  if (body.pid == static_cast<uint32_t>(getpid())) return CUDA_ERROR_INVALID_CONTEXT;
+  if (body.pid == static_cast<uint32_t>(getpid())) {
+    report("cuIpcOpenMemHandle: the handle was exported by this process: CUDA IPC handles open only in another "
+           "process (within one, use the pointer itself); CUDA_ERROR_INVALID_CONTEXT");
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
   const Key key{body.pid, body.fd, body.offset};
   OpenTable& t = opened();
   std::lock_guard<std::mutex> g(t.mu);
