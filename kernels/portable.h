@@ -14,6 +14,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#if defined(__HIP__) && !defined(__global__)
+// The HIP build uses -nogpuinc (no HIP headers, so no ROCm install is needed to build): the
+// CUDA-style keywords are clang's own attributes, as ROCm's headers spell them.
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __forceinline__ inline __attribute__((always_inline))
+#endif
+
 #if defined(__CUDACC__) || defined(__HIP__)
 #define ACCL_DEVICE_BUILD 1
 #define ACCL_KERNEL extern "C" __global__ void
@@ -59,17 +67,37 @@ ACCL_DEV T* devicePointer(T* p) {
 
 #elif defined(__HIP__)
 
+// nccl.h pulls in CUDA's headers when they are on the include path; their __global__ is not
+// clang's, and the kernels would silently become plain functions (an empty code object).
+#if defined(ACCL_NCCL_H_WITH_CUDA)
+#error "HIP build: define ACCL_NCCL_H_HOST_ONLY before nccl.h (kernels/hip/device_kernels.hip does)"
+#endif
+
+// Indices from clang's AMDGPU builtins (BuiltinsAMDGPU.def). workgroup_size_x reads the
+// dispatch's block size (code object v5: the implicit kernel arguments, hence
+// -mcode-object-version=5 at build time); grid_size_x is the grid in work-items, which HIP
+// launches as a whole number of blocks, so the division is exact.
 ACCL_DEV unsigned threadIndex() { return __builtin_amdgcn_workitem_id_x(); }
 ACCL_DEV unsigned blockIndex() { return __builtin_amdgcn_workgroup_id_x(); }
 ACCL_DEV unsigned blockSize() { return __builtin_amdgcn_workgroup_size_x(); }
 ACCL_DEV unsigned gridSize() { return __builtin_amdgcn_grid_size_x() / __builtin_amdgcn_workgroup_size_x(); }
+// __syncthreads: make the block's writes visible inside the workgroup, meet, then see them.
 ACCL_DEV void syncBlock() {
   __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
   __builtin_amdgcn_s_barrier();
   __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
 }
-ACCL_DEV void storeRelease(uint64_t* flag, uint64_t v) { __atomic_store_n(flag, v, __ATOMIC_RELEASE); }
-ACCL_DEV uint64_t loadAcquire(const uint64_t* flag) { return __atomic_load_n(flag, __ATOMIC_ACQUIRE); }
+// System scope named explicitly (the host and other GPUs read these flags): on gfx90a the
+// release is a L2 writeback before a glc store and the acquire a glc load plus cache
+// invalidates, on gfx942 sc0 sc1 accesses. Polled memory must still be fine-grained
+// (coherent) memory: that is the allocation's job, not the kernel's.
+ACCL_DEV void storeRelease(uint64_t* flag, uint64_t v) {
+  __hip_atomic_store(flag, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+ACCL_DEV uint64_t loadAcquire(const uint64_t* flag) {
+  return __hip_atomic_load(flag, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+// s_sleep 1: about 64 clocks, like CUDA's __nanosleep(64) above.
 ACCL_DEV void spinPause() { __builtin_amdgcn_s_sleep(1); }
 template <class T>
 ACCL_DEV T* devicePointer(T* p) {

@@ -13,6 +13,14 @@ APT_PACKAGES=(
   python3 python3-venv python3-matplotlib
   libhwloc-dev
   libibverbs-dev  # verbs.h types for transports/ib (libibverbs itself is dlopen()ed)
+  # The HIP kernels for AMD GPUs (cmake/hip_kernels.cmake): Debian's hipcc 5.2 drives clang 15,
+  # which cannot target gfx942 (MI300); clang 19 builds gfx90a and gfx942 with no ROCm at all.
+  # lld links the code objects, clang-tools has clang-offload-bundler, llvm has the readers
+  # (llvm-readobj, llvm-nm) that tests/hip checks the bundle with.
+  clang-19 lld-19 clang-tools-19 llvm-19
+  # ROCm's HIP runtime, never linked: the HIP backend's loader test dlopen()s it on a machine
+  # without an AMD GPU (no device: the library must fall back to the host backend).
+  libamdhip64-5
 )
 
 missing=()
