@@ -1,6 +1,8 @@
 // Which backend this process uses. The CUDA backend is chosen only when asked for or left to
 // "auto", a driver loads, a device is visible and this build contains it; otherwise the host
-// backend, said once at INFO (WARN when ACCL_BACKEND=cuda could not be honoured).
+// backend, said once at INFO (WARN when ACCL_BACKEND=cuda could not be honoured). ACCL_BACKEND=hip
+// loads ROCm's HIP runtime and says what it found; "auto" does not try HIP, whose backend cannot
+// run collectives yet.
 #include "device/backend_choice.h"
 #include <mutex>
 #include "base/check.h"
@@ -9,6 +11,7 @@
 #include "device/backend.h"
 #include "device/cuda/cuda_backend.h"
 #include "device/cuda/cuda_device.h"
+#include "device/hip/kernel_bundle.h"
 
 namespace accl::dev {
 namespace {
@@ -17,6 +20,12 @@ namespace {
 bool cudaKernelsBuilt() {
   size_t bytes = 0;
   cuda::embeddedKernels(&bytes);
+  return bytes > 0;
+}
+
+bool hipKernelsBuilt() {
+  size_t bytes = 0;
+  hip::embeddedKernels(&bytes);
   return bytes > 0;
 }
 
@@ -31,7 +40,7 @@ BackendChoice chooseBackend(const std::string& setting, const cuda::DriverApi* d
     return c;
   }
   if (!wantCuda && !setting.empty() && setting != "auto") {
-    c.why = "host backend (ACCL_BACKEND=" + setting + " is not one of auto, host, cuda)";
+    c.why = "host backend (ACCL_BACKEND=" + setting + " is not one of auto, host, cuda, hip)";
     c.warn = true;
     return c;
   }
@@ -54,7 +63,33 @@ BackendChoice chooseBackend(const std::string& setting, const cuda::DriverApi* d
   return c;
 }
 
+BackendChoice chooseHipBackend(const hip::HipApi* runtime, const std::string& runtimeWhy, int devices,
+                               const std::string& devicesWhy, bool hipBuilt) {
+  BackendChoice c;
+  c.warn = true;
+  std::string reason;
+  if (runtime == nullptr) {
+    reason = runtimeWhy;
+  } else if (devices == 0) {
+    reason = devicesWhy;
+  } else {
+    reason = std::to_string(devices) + " AMD GPU(s) visible to " + runtime->soname + ", but collectives on HIP devices " +
+             "need the stream execution model, which this build does not have yet" +
+             (hipBuilt ? "" : " (nor HIP kernels: clang-19 was not found when it was built)");
+  }
+  c.why = "host backend: " + reason + " (ACCL_BACKEND=hip cannot be honoured)";
+  return c;
+}
+
 namespace {
+
+// ACCL_BACKEND=hip: load the runtime, count the devices, decide.
+BackendChoice hipChoice() {
+  std::string runtimeWhy, devicesWhy;
+  const hip::HipApi* runtime = hip::loadHipRuntime(&runtimeWhy);
+  const int devices = runtime ? hip::probeDevices(*runtime, &devicesWhy) : 0;
+  return chooseHipBackend(runtime, runtimeWhy, devices, devicesWhy, hipKernelsBuilt());
+}
 
 struct ProcessChoice {
   std::string why;
@@ -68,8 +103,9 @@ const ProcessChoice& processChoice() {
   std::call_once(once, [] {
     const std::string setting = param::backend();
     std::string driverWhy;
-    const cuda::DriverApi* driver = setting == "host" ? nullptr : cuda::loadDriver(&driverWhy);
-    BackendChoice c = chooseBackend(setting, driver, driverWhy, cudaKernelsBuilt());
+    const bool noCuda = setting == "host" || setting == "hip";
+    const cuda::DriverApi* driver = noCuda ? nullptr : cuda::loadDriver(&driverWhy);
+    BackendChoice c = setting == "hip" ? hipChoice() : chooseBackend(setting, driver, driverWhy, cudaKernelsBuilt());
     pc.why = c.why;
     if (c.warn) WARN("%s", c.why.c_str());
     else INFO(kSubsysInit, "%s", c.why.c_str());
