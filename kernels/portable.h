@@ -88,8 +88,8 @@ ACCL_DEV void syncBlock() {
   __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
 }
 // System scope named explicitly (the host and other GPUs read these flags): on gfx90a the
-// release is a L2 writeback before a glc store and the acquire a glc load plus cache
-// invalidates, on gfx942 sc0 sc1 accesses. Polled memory must still be fine-grained
+// release is an L2 writeback (buffer_wbl2) before the store and the acquire a glc load
+// followed by cache invalidates; on gfx942 both accesses carry sc0 sc1. Polled memory must still be fine-grained
 // (coherent) memory: that is the allocation's job, not the kernel's.
 ACCL_DEV void storeRelease(uint64_t* flag, uint64_t v) {
   __hip_atomic_store(flag, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
