@@ -2,7 +2,8 @@
 // object per requested target, each holding every kernel the library can launch, and the very
 // same bytes embedded in libnccl.so.2. "Every kernel the library can launch" is the registry of
 // the emulated build (kernels/emulated), the table the fake CUDA driver resolves the library's
-// launches from: a second compile of the same source by another compiler.
+// launches from (a second compile of the same source by another compiler), which holds the
+// device backend's own list (device/cuda/kernel_names.h).
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <cctype>
@@ -15,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "device/cuda/kernel_names.h"
 #include "device/hip/kernel_bundle.h"
 #include "emulated/kernel_registry.h"
 
@@ -106,6 +108,9 @@ TEST_F(HipKernelBundle, EachTargetHoldsEveryKernelTheLibraryCanLaunch) {
   // 12 types x (4 reductions + scale + divide) + copy + the two flag kernels of the stream gates.
   ASSERT_EQ(want.size(), 75u) << "the emulated registry is not the kernel list this test was written for";
   ASSERT_TRUE(want.count("accl_copy") && want.count("accl_reduce2_bfloat16_max"));
+  // What the device backend resolves at init and launches is a subset of it.
+  for (const std::string& n : accl::dev::cuda::libraryKernelNames())
+    EXPECT_TRUE(want.count(n)) << n << " is launched by the library but not in the emulated registry";
   for (const std::string& arch : archs_) {
     SCOPED_TRACE(arch);
     const std::string co = unbundle(arch);
