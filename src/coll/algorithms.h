@@ -23,6 +23,19 @@ struct CollArgs {
   int rank = 0;
   int nranks = 1;
   size_t pieceBytes = 128 << 10;  // pipelining granularity; must be <= channel capacity / 2
+  // The ring order the ring and chain algorithms follow (topo/rank_layout.h: each host's ranks
+  // together, so the ring crosses each host boundary once): position -> rank and rank ->
+  // position, nranks entries each; null: rank order.
+  const int* ringRanks = nullptr;
+  const int* ringPos = nullptr;
+
+  int posOf(int r) const { return ringPos ? ringPos[r] : r; }
+  int pos() const { return posOf(rank); }
+  // The rank at ring position p (taken modulo nranks).
+  int rankAt(int p) const {
+    const int q = ((p % nranks) + nranks) % nranks;
+    return ringRanks ? ringRanks[q] : q;
+  }
 };
 
 std::unique_ptr<StepSource> makeRingAllReduce(const CollArgs& a);

@@ -1,5 +1,6 @@
-// Pipelined chain reduce: root+1 -> root+2 -> ... -> root, each rank adding its input to the
-// running partial as it passes (RecvReduceSend); the root writes the result.
+// Pipelined chain reduce along the ring order: the rank after the root starts, the root ends
+// the chain, each rank adding its input to the running partial as it passes (RecvReduceSend);
+// the root writes the result.
 #include "coll/piece_schedule.h"
 
 namespace accl {
@@ -11,10 +12,10 @@ class ChainReduce final : public StepSource {
 
   bool next(Step* out) override {
     if (s_.done()) return false;
-    const int n = a_.nranks, r = a_.rank;
-    const int pos = mod(r - a_.root - 1, n);  // root+1 starts the chain, root ends it
+    const int n = a_.nranks, r = a_.pos();
+    const int pos = mod(r - a_.posOf(a_.root) - 1, n);  // root+1 starts the chain, root ends it
     const size_t lo = s_.pieceStart() * s_.esize, bytes = s_.pieceBytes(a_.count);
-    const int prev = mod(r - 1, n), next = mod(r + 1, n);
+    const int prev = a_.rankAt(r - 1), next = a_.rankAt(r + 1);
     if (pos == 0) {
       *out = sendStep(a_, next, a_.src + lo, bytes);
     } else if (pos < n - 1) {

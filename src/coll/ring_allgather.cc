@@ -1,5 +1,5 @@
-// Ring all-gather: block r-k arrives at step k and is forwarded; the own block is copied into
-// place first (skipped when in-place). Pipelined piece by piece (piece_schedule.h).
+// Ring all-gather: at ring position p, the block of the rank at position p-k arrives at step k
+// and is forwarded; the own block is copied into place first. Pipelined piece by piece (piece_schedule.h).
 #include "coll/piece_schedule.h"
 
 namespace accl {
@@ -10,17 +10,17 @@ class RingAllGather final : public StepSource {
   explicit RingAllGather(const CollArgs& a) : a_(a), s_(a, a.count, a.nranks) {}
 
   bool next(Step* out) override {
-    const int n = a_.nranks, r = a_.rank, k = s_.step();
+    const int n = a_.nranks, p = a_.pos(), k = s_.step();
     const size_t blockBytes = a_.count * s_.esize;
     if (!copied_) {
       copied_ = true;
-      *out = copyStep(a_, a_.dst + r * blockBytes, a_.src, blockBytes);
+      *out = copyStep(a_, a_.dst + a_.rank * blockBytes, a_.src, blockBytes);
       return true;
     }
     if (s_.done()) return false;
-    const int prev = mod(r - 1, n), next = mod(r + 1, n);
+    const int prev = a_.rankAt(p - 1), next = a_.rankAt(p + 1);
     const size_t lo = s_.pieceStart() * s_.esize, bytes = s_.pieceBytes(a_.count);
-    char* block = a_.dst + mod(r - k, n) * blockBytes + lo;
+    char* block = a_.dst + a_.rankAt(p - k) * blockBytes + lo;
     if (k == 0) {
       *out = sendStep(a_, next, a_.src + lo, bytes);
     } else if (k < n - 1) {

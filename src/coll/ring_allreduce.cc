@@ -1,6 +1,7 @@
 // Ring all-reduce: reduce-scatter then all-gather around the ring, pipelined piece by piece
 // (piece_schedule.h). Every slice is reduced by exactly one chain of ranks, so all ranks end
-// bit-identical.
+// bit-identical. Ranks follow the ring order (CollArgs::rankAt); slices are numbered by ring
+// position, which every rank agrees on.
 #include "coll/piece_schedule.h"
 
 namespace accl {
@@ -13,8 +14,8 @@ class RingAllReduce final : public StepSource {
 
   bool next(Step* out) override {
     if (s_.done()) return false;
-    const int n = a_.nranks, r = a_.rank, k = s_.step();
-    const int prev = mod(r - 1, n), next = mod(r + 1, n);
+    const int n = a_.nranks, r = a_.pos(), k = s_.step();
+    const int prev = a_.rankAt(r - 1), next = a_.rankAt(r + 1);
     if (k == 0) {
       *out = sendStep(a_, next, src(r), bytes(r));
     } else if (k < n - 1) {  // reduce-scatter: add our share to slice r-k and pass it on

@@ -1,5 +1,5 @@
-// Pipelined chain broadcast: root -> root+1 -> ... -> root-1, one piece at a time, each rank
-// storing and forwarding in one pass (RecvCopySend).
+// Pipelined chain broadcast along the ring order: root -> next -> ... -> the rank before the
+// root, one piece at a time, each rank storing and forwarding in one pass (RecvCopySend).
 #include "coll/piece_schedule.h"
 
 namespace accl {
@@ -10,8 +10,8 @@ class RingBroadcast final : public StepSource {
   explicit RingBroadcast(const CollArgs& a) : a_(a), s_(a, a.count, 1) {}
 
   bool next(Step* out) override {
-    const int n = a_.nranks, r = a_.rank;
-    const int pos = mod(r - a_.root, n);
+    const int n = a_.nranks, r = a_.pos();
+    const int pos = mod(r - a_.posOf(a_.root), n);
     if (pos == 0 && !copied_) {
       copied_ = true;
       *out = copyStep(a_, a_.dst, a_.src, a_.count * s_.esize);
@@ -19,7 +19,7 @@ class RingBroadcast final : public StepSource {
     }
     if (s_.done()) return false;
     const size_t lo = s_.pieceStart() * s_.esize, bytes = s_.pieceBytes(a_.count);
-    const int prev = mod(r - 1, n), next = mod(r + 1, n);
+    const int prev = a_.rankAt(r - 1), next = a_.rankAt(r + 1);
     if (pos == 0) {
       *out = sendStep(a_, next, a_.src + lo, bytes);
     } else if (pos < n - 1) {

@@ -1,4 +1,5 @@
-// Ring reduce-scatter: block r-1-k travels at step k, so rank r finishes its own block r.
+// Ring reduce-scatter: at ring position p, the block of the rank at position p-1-k travels at
+// step k, so every rank finishes its own block (CollArgs::rankAt: the ring order).
 // Pipelined piece by piece (piece_schedule.h).
 #include "coll/piece_schedule.h"
 
@@ -11,14 +12,14 @@ class RingReduceScatter final : public StepSource {
 
   bool next(Step* out) override {
     if (s_.done()) return false;
-    const int n = a_.nranks, r = a_.rank, k = s_.step();
-    const int prev = mod(r - 1, n), next = mod(r + 1, n);
+    const int n = a_.nranks, p = a_.pos(), r = a_.rank, k = s_.step();
+    const int prev = a_.rankAt(p - 1), next = a_.rankAt(p + 1);
     const size_t bytes = s_.pieceBytes(a_.count);
     auto block = [&](int b) { return a_.src + (static_cast<size_t>(b) * a_.count + s_.pieceStart()) * s_.esize; };
     if (k == 0) {
-      *out = sendStep(a_, next, block(mod(r - 1, n)), bytes);
+      *out = sendStep(a_, next, block(a_.rankAt(p - 1)), bytes);
     } else if (k < n - 1) {
-      *out = forwardStep(a_, Step::Kind::RecvReduceSend, prev, next, block(mod(r - 1 - k, n)), nullptr, bytes);
+      *out = forwardStep(a_, Step::Kind::RecvReduceSend, prev, next, block(a_.rankAt(p - 1 - k)), nullptr, bytes);
     } else {
       *out = recvReduceStep(a_, prev, a_.dst + s_.pieceStart() * s_.esize, block(r), bytes);
     }

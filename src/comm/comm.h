@@ -14,6 +14,7 @@
 #include "coll/algo_policy.h"
 #include "topo/cpu_mask.h"
 #include "topo/nic_choice.h"
+#include "topo/rank_layout.h"
 #include "transports/board.h"
 #include "transports/doorbell.h"
 #include "transports/peer_info.h"
@@ -48,6 +49,8 @@ class Comm {
   std::vector<PeerInfo> peers;
   std::vector<int> localRanks;  // global ranks on this host, ascending
   int localIndex = 0;
+  // Host of every rank and the ring order that crosses each host boundary once (from init).
+  topo::RankLayout layout;
   // Transports in order of preference (src/comm/init.cc) and, by peer rank, the one chosen
   // for each peer (null for self). conns[p] is made when first used for lazy transports.
   std::vector<std::unique_ptr<Transport>> transports;

@@ -55,6 +55,16 @@ void sizePipeline(Comm* c, bool allNet) {
   c->pieceBytes = chunk >= 0 ? static_cast<size_t>(chunk) : allNet ? kNetPieceBytes : kPieceBytes;
 }
 
+// Hosts from the exchanged host identities; the rings follow them (topo/rank_layout.h).
+void layoutFromPeers(Comm* c) {
+  std::vector<uint64_t> hosts(c->nranks);
+  for (int r = 0; r < c->nranks; r++) hosts[r] = c->peers[r].hostHash;
+  c->layout = topo::layoutRanks(hosts);
+  if (c->rank == 0)
+    INFO(kSubsysInit | kSubsysGraph, "ring over %d host(s), %d host crossing(s)%s: %s", c->layout.nhosts,
+         c->layout.hostCrossings(), c->layout.inRankOrder ? " (rank order)" : "", c->layout.describe().c_str());
+}
+
 }  // namespace
 
 ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
@@ -121,6 +131,7 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   for (int r = 0; r < nranks; r++)
     if (c->peers[r].hostHash == me.hostHash) c->localRanks.push_back(r);
   c->localIndex = static_cast<int>(std::find(c->localRanks.begin(), c->localRanks.end(), rank) - c->localRanks.begin());
+  layoutFromPeers(c);
 
   // The per-peer transport table; then every transport sets up its peers (collective, in list
   // order). Lazy transports connect a peer only when a step first uses it (Comm::connection).

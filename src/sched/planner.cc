@@ -319,6 +319,10 @@ CollArgs collArgsOf(const OpDesc& op, const Comm& c) {
   a.rank = c.rank;
   a.nranks = c.nranks;
   a.pieceBytes = pieceBytes(c);
+  if (c.layout.ring.size() == static_cast<size_t>(c.nranks) && !c.layout.inRankOrder) {
+    a.ringRanks = c.layout.ring.data();
+    a.ringPos = c.layout.ringPos.data();
+  }
   return a;
 }
 
