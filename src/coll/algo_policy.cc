@@ -37,12 +37,14 @@ ncclResult_t parseList(const std::string& full, std::string list, uint8_t* out) 
       bits |= kAlgoShmDirect;
     } else if (strcasecmp(tok.c_str(), "AllPairs") == 0) {
       bits |= kAlgoAllPairs;
+    } else if (strcasecmp(tok.c_str(), "HierRing") == 0) {
+      bits |= kAlgoHierRing;
     } else {
       bool known = false;
       for (const char* k : kKnownUnimplemented) known = known || strcasecmp(tok.c_str(), k) == 0;
       if (!known) {
-        WARN("NCCL_ALGO=\"%s\": unknown algorithm \"%s\" (known: Ring, Tree, ShmDirect, AllPairs, CollNetDirect, "
-             "CollNetChain, NVLS, NVLSTree, PAT)",
+        WARN("NCCL_ALGO=\"%s\": unknown algorithm \"%s\" (known: Ring, Tree, ShmDirect, AllPairs, HierRing, "
+             "CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT)",
              full.c_str(), tok.c_str());
         return ncclInvalidUsage;
       }
@@ -56,7 +58,7 @@ ncclResult_t parseList(const std::string& full, std::string list, uint8_t* out) 
 
 uint8_t extraAlgos(int f) {
   if (f == 2) return kAlgoShmDirect;
-  if (f == 4) return kAlgoShmDirect | kAlgoAllPairs;
+  if (f == 4) return kAlgoShmDirect | kAlgoAllPairs | kAlgoHierRing;
   return 0;
 }
 
@@ -80,8 +82,8 @@ ncclResult_t parseAlgoPolicy(const std::string& text, AlgoPolicy* out) {
       uint8_t bits;
       if (parseList(text, e, &bits) != ncclSuccess) return ncclInvalidUsage;
       // A list for every function: a function that has none of the listed algorithms keeps
-      // Ring and Tree when the list names only our own ones (ShmDirect, AllPairs), so
-      // NCCL_ALGO=ShmDirect or AllPairs forces it where it exists.
+      // Ring and Tree when the list names only our own ones (ShmDirect, AllPairs, HierRing),
+      // so NCCL_ALGO=ShmDirect, AllPairs or HierRing forces it where it exists.
       const bool onlyOurs = bits != 0 && (bits & (kAlgoRing | kAlgoTree)) == 0;
       for (int f = 0; f < 5; f++)
         p.allowed[f] = onlyOurs && (bits & extraAlgos(f)) == 0 ? (kAlgoRing | kAlgoTree) : bits;
@@ -103,7 +105,7 @@ ncclResult_t parseAlgoPolicy(const std::string& text, AlgoPolicy* out) {
     p.allowed[f] &= kAlgoRing | kAlgoTree | extraAlgos(f);
     if (p.allowed[f] == 0) {
       WARN("NCCL_ALGO=\"%s\" leaves no algorithm ACCL implements for %s (ACCL has Ring and Tree for every "
-           "function, ShmDirect for AllGather and AllReduce, AllPairs for AllReduce)",
+           "function, ShmDirect for AllGather and AllReduce, AllPairs and HierRing for AllReduce)",
            text.c_str(), kFuncNames[f]);
       return ncclInvalidUsage;
     }

@@ -8,11 +8,12 @@ namespace accl {
 
 // AllPairs (ours): every rank sends its whole input to every peer over its connections and
 // folds all inputs in rank order (one hop; coll/rank_order_reduce.cc, the gathered shape).
-enum AlgoBit : uint8_t { kAlgoRing = 1, kAlgoTree = 2, kAlgoShmDirect = 4, kAlgoAllPairs = 8 };
-constexpr uint8_t kAlgoAll = kAlgoRing | kAlgoTree | kAlgoShmDirect | kAlgoAllPairs;
+// HierRing (ours): the hierarchical all-reduce across hosts (coll/hier_allreduce.cc).
+enum AlgoBit : uint8_t { kAlgoRing = 1, kAlgoTree = 2, kAlgoShmDirect = 4, kAlgoAllPairs = 8, kAlgoHierRing = 16 };
+constexpr uint8_t kAlgoAll = kAlgoRing | kAlgoTree | kAlgoShmDirect | kAlgoAllPairs | kAlgoHierRing;
 
 // The algorithms function f (index below) has besides Ring and Tree: ShmDirect for AllGather
-// and AllReduce, AllPairs for AllReduce.
+// and AllReduce, AllPairs and HierRing for AllReduce.
 uint8_t extraAlgos(int f);
 
 struct AlgoPolicy {

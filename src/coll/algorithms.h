@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 #include "coll/step.h"
+#include "topo/rank_layout.h"
 
 namespace accl {
 
@@ -39,6 +40,15 @@ struct CollArgs {
 };
 
 std::unique_ptr<StepSource> makeRingAllReduce(const CollArgs& a);
+// One half of the ring all-reduce (the hierarchical all-reduce's intra-host phases): the
+// reduce-scatter leaves the rank at ring position p the reduced slice (p+1) % nranks of
+// Slices{count, nranks} in dst; the all-gather starts from that slice in dst and fills the rest.
+enum class RingPart { Whole, ReduceScatter, AllGather };
+std::unique_ptr<StepSource> makeRingAllReducePart(const CollArgs& a, RingPart part);
+// hier_allreduce.cc: reduce-scatter inside each host, all-reduce of each slice across hosts
+// among the ranks that own it, all-gather inside each host; run the phases in this order
+// (needs a uniform layout: every host the same number of ranks).
+std::vector<std::unique_ptr<StepSource>> makeHierarchicalAllReduce(const CollArgs& a, const topo::RankLayout& l);
 std::unique_ptr<StepSource> makeRecursiveDoublingAllReduce(const CollArgs& a);
 std::unique_ptr<StepSource> makeRingAllGather(const CollArgs& a);
 std::unique_ptr<StepSource> makeRingReduceScatter(const CollArgs& a);

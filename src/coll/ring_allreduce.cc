@@ -9,14 +9,22 @@ namespace {
 
 class RingAllReduce final : public StepSource {
  public:
-  explicit RingAllReduce(const CollArgs& a)
-      : a_(a), slices_{a.count, a.nranks}, s_(a, slices_.len(0), 2 * a.nranks - 1) {}
+  RingAllReduce(const CollArgs& a, RingPart part)
+      : a_(a), part_(part), slices_{a.count, a.nranks},
+        s_(a, slices_.len(0), part == RingPart::Whole ? 2 * a.nranks - 1 : a.nranks) {}
 
   bool next(Step* out) override {
     if (s_.done()) return false;
-    const int n = a_.nranks, r = a_.pos(), k = s_.step();
+    const int n = a_.nranks, r = a_.pos();
+    // The all-gather half starts where the whole ring's step n-1 sends the finished slice.
+    const int k = part_ == RingPart::AllGather ? s_.step() + n - 1 : s_.step();
     const int prev = a_.rankAt(r - 1), next = a_.rankAt(r + 1);
-    if (k == 0) {
+    if (part_ == RingPart::AllGather && k == n - 1) {
+      *out = sendStep(a_, next, dst(mod(r + 1, n)), bytes(mod(r + 1, n)));
+    } else if (part_ == RingPart::ReduceScatter && k == n - 1) {  // slice r+1 is complete here
+      int sl = mod(r + 1, n);
+      *out = recvReduceStep(a_, prev, dst(sl), src(sl), bytes(sl));
+    } else if (k == 0) {
       *out = sendStep(a_, next, src(r), bytes(r));
     } else if (k < n - 1) {  // reduce-scatter: add our share to slice r-k and pass it on
       int sl = mod(r - k, n);
@@ -40,12 +48,18 @@ class RingAllReduce final : public StepSource {
   char* dst(int sl) const { return a_.dst + offset(sl); }
 
   CollArgs a_;
+  RingPart part_;
   Slices slices_;
   PieceSchedule s_;
 };
 
 }  // namespace
 
-std::unique_ptr<StepSource> makeRingAllReduce(const CollArgs& a) { return std::make_unique<RingAllReduce>(a); }
+std::unique_ptr<StepSource> makeRingAllReduce(const CollArgs& a) {
+  return std::make_unique<RingAllReduce>(a, RingPart::Whole);
+}
+std::unique_ptr<StepSource> makeRingAllReducePart(const CollArgs& a, RingPart part) {
+  return std::make_unique<RingAllReduce>(a, part);
+}
 
 }  // namespace accl

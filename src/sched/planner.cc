@@ -66,18 +66,21 @@ void addAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, const Comm& c
   const bool stream = streamsOutput(op, c.nranks);
   // The ShmDirect board is read and written by the CPU: host buffers only.
   const bool hostBoard = c.backend->hostBuffers();
+  const TopoShape shape{c.layout.nhosts, c.layout.ranksPerHost()};
+  std::string why;
   Algo algo = chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks, hostBoard ? c.board.capacity : 0,
-                         hostBoard && c.board.peersReadable);
+                         hostBoard && c.board.peersReadable, &shape, &why);
   // ShmDirect and AllPairs fold in rank order already ((x0 op x1) op x2 ..., the same on every rank).
   const bool rankOrder = isReduction(op.kind) && c.deterministic.load(std::memory_order_relaxed) &&
                          algo != Algo::ShmDirect && algo != Algo::AllPairs;
   const bool readInPlace =
       algo == Algo::ShmDirect && useShmRead(op.kind, bytes, c.nranks, hostBoard && c.board.peersReadable);
-  INFO(kSubsysTuning, "%s: %zu bytes on %d ranks -> %s%s", opKindName(op.kind), bytes, c.nranks, algoName(algo),
+  INFO(kSubsysTuning, "%s: %zu bytes on %d ranks -> %s%s%s%s", opKindName(op.kind), bytes, c.nranks, algoName(algo),
        rankOrder                                                          ? " (rank order)"
        : readInPlace                                                      ? " (inputs read in place)"
        : algo == Algo::ShmDirect && useShmSlices(op.kind, bytes, c.nranks) ? " (in slices)"
-                                                                          : "");
+                                                                          : "",
+       why.empty() ? "" : ": ", why.c_str());
   if (rankOrder) {
     addRankOrderAlgorithm(lane, op, a, algo, stream);
     return;
@@ -91,6 +94,8 @@ void addAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, const Comm& c
         lane.add(makeRankOrderGatheredAllReduce(a), stream);
       } else if (algo == Algo::Tree) {
         addRecursiveDoubling(lane, a, c.ringBytes / 2);
+      } else if (algo == Algo::HierRing && c.layout.uniform) {
+        for (auto& phase : makeHierarchicalAllReduce(a, c.layout)) lane.add(std::move(phase), stream);
       } else {
         lane.add(makeRingAllReduce(a), stream);
       }

@@ -1,5 +1,7 @@
 #include "sched/tuner.h"
 #include "base/param.h"
+#include <cstdio>
+#include "sched/cost_model.h"
 
 namespace accl {
 
@@ -91,8 +93,37 @@ bool useShmRead(OpKind kind, size_t bytes, int nranks, bool boardReads) {
   return boardReads && min > 0 && bytes >= min;
 }
 
+namespace {
+
+// Across hosts: the cheapest allowed all-reduce algorithm in the cost model.
+Algo cheapestAcrossHosts(uint8_t allowed, size_t bytes, int nranks, const TopoShape& shape, std::string* why) {
+  const Algo candidates[] = {Algo::Tree, Algo::Ring, Algo::HierRing};
+  const uint8_t bits[] = {kAlgoTree, kAlgoRing, kAlgoHierRing};
+  Algo best = Algo::Ring;
+  double bestUs = -1;
+  std::string all;
+  for (int i = 0; i < 3; i++) {
+    if (!(allowed & bits[i])) continue;
+    const double t = predictAllReduceUs(candidates[i], bytes, nranks, shape, measuredLinks());
+    if (t < 0) continue;
+    char buf[64];
+    snprintf(buf, sizeof(buf), "%s%s %.0f us", all.empty() ? "" : ", ", algoName(candidates[i]), t);
+    all += buf;
+    if (bestUs < 0 || t < bestUs) {
+      bestUs = t;
+      best = candidates[i];
+    }
+  }
+  if (why)
+    *why = "cost model, " + std::to_string(shape.hosts) + " hosts x " +
+           (shape.ranksPerHost > 0 ? std::to_string(shape.ranksPerHost) : std::string("uneven")) + " ranks: " + all;
+  return best;
+}
+
+}  // namespace
+
 Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks, size_t boardBytes,
-                bool boardReads) {
+                bool boardReads, const TopoShape* shape, std::string* why) {
   int f;
   switch (kind) {
     case OpKind::Broadcast: f = 0; break;
@@ -115,12 +146,18 @@ Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks,
     if ((allowed & (kAlgoRing | kAlgoTree)) == 0) return Algo::AllPairs;  // forced: any size, piece by piece
     if (boardBytes == 0 && bytes <= allPairsLimit(nranks, param::allPairsBytes())) return Algo::AllPairs;
   }
-  allowed &= kAlgoRing | kAlgoTree;
+  // HierRing: all-reduces over several hosts with the same number (> 1) of ranks on each.
+  const bool multiHost = shape && shape->hosts > 1;
+  const bool hierShape = kind == OpKind::AllReduce && multiHost && shape->ranksPerHost > 1;
+  allowed &= kAlgoRing | kAlgoTree | (hierShape ? kAlgoHierRing : 0);
   if (allowed == 0) allowed = kAlgoRing | kAlgoTree;  // only ShmDirect allowed, and it cannot run
   if (allowed == kAlgoRing) return Algo::Ring;
   if (allowed == kAlgoTree) return Algo::Tree;
+  if (allowed == kAlgoHierRing) return Algo::HierRing;
   // All-gather and reduce-scatter have no separate latency algorithm: the ring is it.
   if (kind == OpKind::AllGather || kind == OpKind::ReduceScatter) return Algo::Ring;
+  if (kind == OpKind::AllReduce && multiHost && param::treeThreshold() < 0)
+    return cheapestAcrossHosts(allowed, bytes, nranks, *shape, why);
   if (nranks <= 2 && kind != OpKind::AllReduce) return Algo::Tree;  // a chain of two is a flat tree
   return bytes <= treeLimit(nranks, boardBytes > 0, param::treeThreshold()) ? Algo::Tree : Algo::Ring;
 }
@@ -131,6 +168,7 @@ const char* algoName(Algo a) {
     case Algo::Tree: return "Tree";
     case Algo::ShmDirect: return "ShmDirect";
     case Algo::AllPairs: return "AllPairs";
+    case Algo::HierRing: return "HierRing";
   }
   return "?";
 }

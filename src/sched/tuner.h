@@ -13,13 +13,20 @@
 
 namespace accl {
 
-enum class Algo { Ring, Tree, ShmDirect, AllPairs };
+enum class Algo { Ring, Tree, ShmDirect, AllPairs, HierRing };
+// Where the ranks are: hosts, and ranks on each host (0: hosts differ in rank count).
+struct TopoShape {
+  int hosts = 1;
+  int ranksPerHost = 0;
+};
 // Picks the algorithm for an op of `bytes` per rank on a communicator of n ranks.
 // `boardBytes`: the slot size of the communicator's shared-memory board (0: none, e.g. ranks
 // on several hosts or NCCL_SHM_DISABLE=1); ShmDirect runs any size through it in chunks.
 // `boardReads`: the board can read every rank's input in place (Board::peersReadable).
+// `shape` (optional): with ranks on several hosts, an all-reduce takes the cheapest of Ring,
+// Tree and HierRing in the cost model (sched/cost_model.h); `why` (optional) says so.
 Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks, size_t boardBytes = 0,
-                bool boardReads = false);
+                bool boardReads = false, const TopoShape* shape = nullptr, std::string* why = nullptr);
 const char* algoName(Algo a);
 // Largest per-rank input of an all-reduce the tuner gives AllPairs on n ranks without a board
 // (0: never). `overrideBytes` >= 0 (ACCL_ALL_PAIRS_BYTES) replaces the measured table.

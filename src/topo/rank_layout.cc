@@ -45,6 +45,22 @@ RankLayout layoutRanks(const std::vector<uint64_t>& hostKeys, const std::vector<
     l.ringPos[l.ring[p]] = p;
     l.inRankOrder = l.inRankOrder && l.ring[p] == p;
   }
+  l.slot.resize(n);
+  l.hostSlot.resize(n);
+  for (int p = 0; p < n; p++) {
+    const int r = l.ring[p];
+    if (p == 0 || l.hostOf[r] != l.hostOf[l.ring[p - 1]]) l.hostRanks.emplace_back();
+    l.slot[r] = static_cast<int>(l.hostRanks.back().size());
+    l.hostSlot[r] = static_cast<int>(l.hostRanks.size()) - 1;
+    l.hostRanks.back().push_back(r);
+  }
+  l.uniform = !l.hostRanks.empty();
+  for (const auto& h : l.hostRanks) l.uniform = l.uniform && h.size() == l.hostRanks[0].size();
+  if (l.uniform) {
+    l.peers.assign(l.hostRanks[0].size(), {});
+    for (const auto& h : l.hostRanks)
+      for (size_t i = 0; i < h.size(); i++) l.peers[i].push_back(h[i]);
+  }
   return l;
 }
 

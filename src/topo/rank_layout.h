@@ -20,6 +20,15 @@ struct RankLayout {
   std::vector<int> ringPos;  // rank -> ring position
   // Whether the ring is the identity (rank order already follows the hosts).
   bool inRankOrder = true;
+  // The hierarchical algorithms' groups. hostRanks[h]: the ranks of the h-th host along the
+  // ring, in ring order; slot[r]: r's index there; hostSlot[r]: h of r's host. When every host
+  // has the same number of ranks (uniform), peers[i]: the i-th rank of every host, in host
+  // order (the ranks that own the same slice of a hierarchical all-reduce).
+  std::vector<std::vector<int>> hostRanks;
+  std::vector<int> slot, hostSlot;
+  bool uniform = false;
+  std::vector<std::vector<int>> peers;
+  int ranksPerHost() const { return uniform && !hostRanks.empty() ? static_cast<int>(hostRanks[0].size()) : 0; }
   // Ring edges (position p -> p+1, including the wrap) whose ends are on different hosts.
   int hostCrossings() const;
   // "0 4 1 5 | 2 6 ..." with '|' between hosts, at most `maxRanks` ranks (for INFO logs).

@@ -2,10 +2,11 @@
 # topo_rings_test.sh <build dir>: rings that follow the hosts. Four pods x two ranks, placed
 # round robin (rank r in pod r % 4) and blocked, pod links (hpn0) shaped to HPN_RATE (2gbit).
 # For each placement: every ring collective (all-reduce, all-gather, reduce-scatter, broadcast,
-# reduce) with data checks from 8 B to 2 MiB; init's log names a ring with one crossing per
-# host; and the bytes each pod sends on hpn0 during 32 MiB all-reduces are within 5% of the
-# ordered ring's optimum, 2(N-1)/N x S per all-reduce (a ring in rank order on round-robin
-# pods sends twice that). Exit 77 (skipped) where namespaces cannot be created.
+# reduce) with data checks from 8 B to 2 MiB, all-reduce with each NCCL_ALGO (Ring, Tree,
+# HierRing); init's log names a ring with one crossing per host; and the bytes each pod sends
+# on hpn0 during 32 MiB all-reduces are within 5% of each algorithm's optimum: the ordered
+# ring's 2(N-1)/N x S (a ring in rank order on round-robin pods sends twice that), HierRing's
+# 2(H-1)/H x S. Exit 77 (skipped) where namespaces cannot be created.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "${1:?usage: topo_rings_test.sh <build dir>}" && pwd)
@@ -33,11 +34,13 @@ FAILURES=0
 fail() { echo "FAIL: $*"; FAILURES=$((FAILURES + 1)); }
 
 echo "== every ring collective, 8 B .. 2 MiB, data checked, $PODS pods x $PER_POD ranks =="
-printf '%-11s %-15s %s\n' placement collective result
+printf '%-11s %-19s %s\n' placement collective:algo result
 for placement in roundrobin blocked; do
-  for coll in all_reduce all_gather reduce_scatter broadcast reduce; do
-    dir="$LOGS/$placement.$coll"
-    run_placed $placement $PER_POD "$dir" 60 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT -- \
+  for case in all_reduce:Ring all_reduce:Tree all_reduce:HierRing all_reduce all_gather reduce_scatter broadcast reduce; do
+    coll=${case%%:*} algo=
+    [ "$coll" != "$case" ] && algo=${case#*:}
+    dir="$LOGS/$placement.$case"
+    run_placed $placement $PER_POD "$dir" 60 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT NCCL_ALGO=$algo -- \
       "$BUILD/perf/${coll}_perf" -b 8 -e 2M -f 8 -n 1 -w 1 -c 1
     result=PASS
     if ! wait_world || ! grep -q "Out of bounds values : 0 OK" "$dir/rank0.log"; then
@@ -47,25 +50,28 @@ for placement in roundrobin blocked; do
       result="FAIL(ring)"
       grep -h "ring over" "$dir/rank0.log" | sed 's/^/    /'
     fi
-    printf '%-11s %-15s %s\n' $placement $coll "$result"
-    [ "$result" = PASS ] || fail "$placement $coll"
+    printf '%-11s %-19s %s\n' $placement $case "$result"
+    [ "$result" = PASS ] || fail "$placement $case"
   done
   grep -ho "ring over.*" "$LOGS/$placement.all_reduce/rank0.log" | sed "s/^/    $placement: /"
 done
 
-echo "== bytes each pod sent on hpn0 per 32 MiB all-reduce (optimum 2(N-1)/N x S) =="
+echo "== bytes each pod sent on hpn0 per 32 MiB all-reduce (optimum: Ring 2(N-1)/N x S, HierRing 2(H-1)/H x S) =="
 SIZE=$((32 << 20))
 ITERS=1 WARMUP=1
 OPS=$((WARMUP + 2 * (ITERS + 1)))  # warm-up; out-of-place and in-place: one untimed op, then ITERS
-OPTIMUM=$((2 * (N - 1) * SIZE / N))
-printf '%-11s %-4s %12s %12s %8s %s\n' placement pod payload_B optimum_B ratio result
-for placement in roundrobin blocked; do
+printf '%-11s %-9s %-4s %12s %12s %8s %s\n' placement algo pod payload_B optimum_B ratio result
+for run in roundrobin:Ring blocked:Ring roundrobin:HierRing; do
+  placement=${run%%:*} algo=${run#*:}
+  OPTIMUM=$((2 * (N - 1) * SIZE / N))
+  [ $algo = HierRing ] && OPTIMUM=$((2 * (PODS - 1) * SIZE / PODS))
   declare -a before
   for p in $(seq 0 $((PODS - 1))); do before[$p]=$(pod_tx_payload "$p" hpn0); done
-  dir="$LOGS/$placement.bytes"
-  run_placed $placement $PER_POD "$dir" 90 -- "$BUILD/perf/all_reduce_perf" -b $SIZE -e $SIZE -n $ITERS -w $WARMUP -c 0
+  dir="$LOGS/$placement.$algo.bytes"
+  run_placed $placement $PER_POD "$dir" 90 NCCL_ALGO=$algo -- \
+    "$BUILD/perf/all_reduce_perf" -b $SIZE -e $SIZE -n $ITERS -w $WARMUP -c 0
   if ! wait_world; then
-    fail "$placement: 32 MiB all-reduce failed"
+    fail "$placement $algo: 32 MiB all-reduce failed"
     tail -n 3 "$dir"/rank*.log | sed 's/^/    /'
     continue
   fi
@@ -73,8 +79,8 @@ for placement in roundrobin blocked; do
     per_op=$(( ($(pod_tx_payload "$p" hpn0) - before[$p]) / OPS ))
     ratio=$(awk -v a=$per_op -v b=$OPTIMUM 'BEGIN {printf "%.3f", a / b}')
     result=PASS
-    awk -v r="$ratio" 'BEGIN {exit !(r >= 0.95 && r <= 1.05)}' || { result=FAIL; fail "$placement pod $p: $per_op bytes, optimum $OPTIMUM"; }
-    printf '%-11s %-4s %12s %12s %8s %s\n' $placement $p $per_op $OPTIMUM $ratio $result
+    awk -v r="$ratio" 'BEGIN {exit !(r >= 0.95 && r <= 1.05)}' || { result=FAIL; fail "$placement $algo pod $p: $per_op bytes, optimum $OPTIMUM"; }
+    printf '%-11s %-9s %-4s %12s %12s %8s %s\n' $placement $algo $p $per_op $OPTIMUM $ratio $result
   done
 done
 

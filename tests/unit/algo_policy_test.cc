@@ -10,7 +10,7 @@ constexpr int kBroadcast = 0, kAllGather = 2, kAllReduce = 4;
 TEST(AlgoPolicy, EmptyValueAllowsEverything) {
   AlgoPolicy p;
   ASSERT_EQ(parseAlgoPolicy("", &p), ncclSuccess);
-  EXPECT_EQ(p.allowed[kAllReduce], kAlgoRing | kAlgoTree | kAlgoShmDirect | kAlgoAllPairs);
+  EXPECT_EQ(p.allowed[kAllReduce], kAlgoRing | kAlgoTree | kAlgoShmDirect | kAlgoAllPairs | kAlgoHierRing);
   EXPECT_EQ(p.allowed[kAllGather], kAlgoRing | kAlgoTree | kAlgoShmDirect);
   EXPECT_EQ(p.allowed[kBroadcast], kAlgoRing | kAlgoTree);
 }
@@ -24,7 +24,7 @@ TEST(AlgoPolicy, ListAppliesToEveryFunctionCaseInsensitively) {
 TEST(AlgoPolicy, CaretExcludesTheListedAlgorithms) {
   AlgoPolicy p;
   ASSERT_EQ(parseAlgoPolicy("^tree", &p), ncclSuccess);
-  EXPECT_EQ(p.allowed[kAllReduce], kAlgoRing | kAlgoShmDirect | kAlgoAllPairs);
+  EXPECT_EQ(p.allowed[kAllReduce], kAlgoRing | kAlgoShmDirect | kAlgoAllPairs | kAlgoHierRing);
   EXPECT_EQ(p.allowed[kAllGather], kAlgoRing | kAlgoShmDirect);
 }
 
@@ -49,7 +49,7 @@ TEST(AlgoPolicy, NoImplementedAlgorithmLeftIsInvalidUsage) {
   EXPECT_EQ(parseAlgoPolicy("broadcast:^ring,tree", &p), ncclInvalidUsage);  // ShmDirect has no broadcast
   EXPECT_EQ(parseAlgoPolicy("broadcast:shmdirect", &p), ncclInvalidUsage);
   EXPECT_EQ(parseAlgoPolicy("allgather:allpairs", &p), ncclInvalidUsage);  // AllPairs: all-reduce only
-  EXPECT_EQ(parseAlgoPolicy("allreduce:^ring,tree,shmdirect,allpairs", &p), ncclInvalidUsage);
+  EXPECT_EQ(parseAlgoPolicy("allreduce:^ring,tree,shmdirect,allpairs,hierring", &p), ncclInvalidUsage);
 }
 
 TEST(AlgoPolicy, AllPairsAloneForcesItForAllReducesAndLeavesTheRestAlone) {
@@ -67,15 +67,23 @@ TEST(AlgoPolicy, AllPairsAloneForcesItForAllReducesAndLeavesTheRestAlone) {
   EXPECT_EQ(p.allowed[kBroadcast], kAlgoRing);
 }
 
+TEST(AlgoPolicy, HierRingIsAnAllReduceAlgorithm) {
+  AlgoPolicy p;
+  ASSERT_EQ(parseAlgoPolicy("HierRing", &p), ncclSuccess);
+  EXPECT_EQ(p.allowed[kAllReduce], kAlgoHierRing);
+  EXPECT_EQ(p.allowed[kBroadcast], kAlgoRing | kAlgoTree);
+  EXPECT_EQ(parseAlgoPolicy("allgather:hierring", &p), ncclInvalidUsage);
+}
+
 TEST(AlgoPolicy, ShmDirectAloneForcesItWhereItExistsAndLeavesTheRestAlone) {
   AlgoPolicy p;
   ASSERT_EQ(parseAlgoPolicy("ShmDirect", &p), ncclSuccess);
   EXPECT_EQ(p.allowed[kAllReduce], kAlgoShmDirect);
   EXPECT_EQ(p.allowed[kAllGather], kAlgoShmDirect);
   EXPECT_EQ(p.allowed[kBroadcast], kAlgoRing | kAlgoTree);
-  ASSERT_EQ(parseAlgoPolicy("allreduce:^ring,tree,allpairs", &p), ncclSuccess);
+  ASSERT_EQ(parseAlgoPolicy("allreduce:^ring,tree,allpairs,hierring", &p), ncclSuccess);
   EXPECT_EQ(p.allowed[kAllReduce], kAlgoShmDirect);
-  ASSERT_EQ(parseAlgoPolicy("allreduce:^ring,tree", &p), ncclSuccess);
+  ASSERT_EQ(parseAlgoPolicy("allreduce:^ring,tree,hierring", &p), ncclSuccess);
   EXPECT_EQ(p.allowed[kAllReduce], kAlgoShmDirect | kAlgoAllPairs);
 }
 

@@ -5,6 +5,7 @@
 // to other hosts are the ordered ring's optimum (all-reduce: 2(N-1)/N of the buffer).
 #include <gtest/gtest.h>
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <set>
@@ -89,11 +90,15 @@ TEST(RankLayout, PodsKeepTheirHostsTogether) {
 // ---- the ring algorithms in the layout's order --------------------------------------------
 
 using Factory = std::function<std::unique_ptr<StepSource>(const CollArgs&)>;
+using Adder = std::function<void(Lane&, const CollArgs&)>;
+Adder one(const Factory& f) {
+  return [f](Lane& lane, const CollArgs& a) { lane.add(f(a)); };
+}
 int32_t input(int rank, size_t i) { return static_cast<int32_t>(rank * 1000 + i % 977); }
 
 // Runs `factory` on every rank in the ring order of `l`; returns bytes sent by rank a to rank b
 // in sent[a][b]. in/out sizes in elements.
-void simulate(const Factory& factory, const topo::RankLayout& l, size_t count, int root, size_t inElems,
+void simulate(const Adder& add, const topo::RankLayout& l, size_t count, int root, size_t inElems,
               size_t outElems, std::vector<std::vector<int32_t>>* in, std::vector<std::vector<int32_t>>* out,
               std::vector<std::vector<uint64_t>>* sent) {
   const int n = static_cast<int>(l.ring.size());
@@ -115,7 +120,7 @@ void simulate(const Factory& factory, const topo::RankLayout& l, size_t count, i
     a.pieceBytes = piece;
     a.ringRanks = l.ring.data();
     a.ringPos = l.ringPos.data();
-    lanes[r].add(factory(a));
+    add(lanes[r], a);
   }
   ASSERT_TRUE(world.run(lanes)) << "deadlock with n=" << n;
   sent->assign(n, std::vector<uint64_t>(n, 0));
@@ -147,7 +152,7 @@ TEST(RingInHostOrder, AllReduceIsExactAndEachHostSendsTheOptimum) {
     for (size_t count : {size_t{1}, size_t{97}, size_t{64} * n}) {
       std::vector<std::vector<int32_t>> in, out;
       std::vector<std::vector<uint64_t>> sent;
-      simulate(makeRingAllReduce, l, count, 0, count, count, &in, &out, &sent);
+      simulate(one(makeRingAllReduce), l, count, 0, count, count, &in, &out, &sent);
       for (int r = 0; r < n; r++)
         for (size_t i = 0; i < count; i++) ASSERT_EQ(out[r][i], sumAt(in, i)) << p.name << " rank " << r;
       if (count % n != 0 || l.nhosts == 1) continue;
@@ -167,8 +172,8 @@ TEST(RingInHostOrder, RankOrderRingOnRoundRobinHostsSendsRanksPerHostTimesMore) 
   const size_t count = 64 * 8;
   std::vector<std::vector<int32_t>> in, out;
   std::vector<std::vector<uint64_t>> a, b;
-  simulate(makeRingAllReduce, rankOrder, count, 0, count, count, &in, &out, &a);
-  simulate(makeRingAllReduce, hosts, count, 0, count, count, &in, &out, &b);
+  simulate(one(makeRingAllReduce), rankOrder, count, 0, count, count, &in, &out, &a);
+  simulate(one(makeRingAllReduce), hosts, count, 0, count, count, &in, &out, &b);
   std::vector<uint64_t> ea = hostEgress(rankOrder, a), eb = hostEgress(hosts, b);
   for (int h = 0; h < 4; h++) EXPECT_EQ(ea[h], 2 * eb[h]) << "host " << h;
 }
@@ -180,7 +185,7 @@ TEST(RingInHostOrder, AllGatherAndReduceScatterPlaceEveryRanksBlock) {
     for (size_t count : {size_t{1}, size_t{37}, size_t{48}}) {
       std::vector<std::vector<int32_t>> in, out;
       std::vector<std::vector<uint64_t>> sent;
-      simulate(makeRingAllGather, l, count, 0, count, count * n, &in, &out, &sent);
+      simulate(one(makeRingAllGather), l, count, 0, count, count * n, &in, &out, &sent);
       for (int r = 0; r < n; r++)
         for (int q = 0; q < n; q++)
           for (size_t i = 0; i < count; i++) ASSERT_EQ(out[r][q * count + i], in[q][i]) << p.name << " rank " << r;
@@ -188,7 +193,7 @@ TEST(RingInHostOrder, AllGatherAndReduceScatterPlaceEveryRanksBlock) {
       if (l.nhosts > 1 && count * 4 % 64 == 0) {
         for (uint64_t e : hostEgress(l, sent)) EXPECT_EQ(e, (n - 1) * count * 4) << p.name;
       }
-      simulate(makeRingReduceScatter, l, count, 0, count * n, count, &in, &out, &sent);
+      simulate(one(makeRingReduceScatter), l, count, 0, count * n, count, &in, &out, &sent);
       for (int r = 0; r < n; r++)
         for (size_t i = 0; i < count; i++) {
           int32_t want = 0;
@@ -207,15 +212,49 @@ TEST(RingInHostOrder, BroadcastAndReduceReachEveryRankFromAnyRoot) {
       const size_t count = 53;
       std::vector<std::vector<int32_t>> in, out;
       std::vector<std::vector<uint64_t>> sent;
-      simulate(makeRingBroadcast, l, count, root, count, count, &in, &out, &sent);
+      simulate(one(makeRingBroadcast), l, count, root, count, count, &in, &out, &sent);
       for (int r = 0; r < n; r++)
         for (size_t i = 0; i < count; i++) ASSERT_EQ(out[r][i], in[root][i]) << p.name << " root " << root;
       // A chain: at most one host boundary crossed per host (into it), none twice.
       for (uint64_t e : hostEgress(l, sent)) EXPECT_LE(e, count * 4) << p.name;
-      simulate(makeChainReduce, l, count, root, count, count, &in, &out, &sent);
+      simulate(one(makeChainReduce), l, count, root, count, count, &in, &out, &sent);
       for (size_t i = 0; i < count; i++) ASSERT_EQ(out[root][i], sumAt(in, i)) << p.name << " root " << root;
       for (uint64_t e : hostEgress(l, sent)) EXPECT_LE(e, count * 4) << p.name;
     }
+  }
+}
+
+TEST(HierarchicalAllReduce, IsExactAndEachHostSendsTwoHMinusOneOverHOfTheBuffer) {
+  for (const Placement& p : placements()) {
+    topo::RankLayout l = topo::layoutRanks(p.hostOf);
+    if (!l.uniform) continue;
+    const int n = static_cast<int>(p.hostOf.size()), hosts = l.nhosts;
+    auto hier = [&l](Lane& lane, const CollArgs& a) {
+      for (auto& phase : makeHierarchicalAllReduce(a, l)) lane.add(std::move(phase));
+    };
+    for (size_t count : {size_t{1}, size_t{5}, size_t{97}, size_t{16} * n}) {
+      std::vector<std::vector<int32_t>> in, out;
+      std::vector<std::vector<uint64_t>> sent;
+      simulate(hier, l, count, 0, count, count, &in, &out, &sent);
+      for (int r = 0; r < n; r++)
+        for (size_t i = 0; i < count; i++) ASSERT_EQ(out[r][i], sumAt(in, i)) << p.name << " rank " << r << " count " << count;
+      if (count % (16 * n) != 0 || hosts == 1) continue;
+      const uint64_t optimum = 2 * (hosts - 1) * count * 4 / hosts;
+      for (uint64_t e : hostEgress(l, sent)) EXPECT_EQ(e, optimum) << p.name;
+    }
+    // In place (the buffers the phases share) as well.
+    std::vector<std::vector<int32_t>> in, out;
+    std::vector<std::vector<uint64_t>> sent;
+    const size_t count = 41;
+    auto inPlace = [&](Lane& lane, const CollArgs& a) {
+      CollArgs b = a;
+      std::memcpy(b.dst, b.src, count * 4);
+      b.src = b.dst;
+      hier(lane, b);
+    };
+    simulate(inPlace, l, count, 0, count, count, &in, &out, &sent);
+    for (int r = 0; r < n; r++)
+      for (size_t i = 0; i < count; i++) ASSERT_EQ(out[r][i], sumAt(in, i)) << p.name << " in place, rank " << r;
   }
 }
 

@@ -1,0 +1,26 @@
+// cost_model.h: predicted time of an all-reduce per algorithm on a multi-host communicator,
+// from the latency and bandwidth of two link classes (inside a host, between hosts). The tuner
+// picks the cheapest allowed algorithm with it when ranks span hosts, and accl-sim-style
+// predictions can be made from the same formulas. Figures: measuredLinks() (with the command).
+#pragma once
+#include <cstddef>
+#include <string>
+#include "sched/tuner.h"
+
+namespace accl {
+
+struct LinkCost {
+  double latencyUs = 0;  // one step's fixed cost: a hand-off and its wake-up, one hop
+  double gbytesPerSec = 1;  // one rank's (intra) or one host's (inter) sustained bandwidth
+};
+struct LinkCosts {
+  LinkCost intra, inter;
+};
+
+// The figures measured on this project's pods (tests/netns), see cost_model.cc.
+const LinkCosts& measuredLinks();
+// Predicted microseconds of an all-reduce of `bytes` per rank on n ranks; negative where the
+// algorithm cannot run on this shape (HierRing needs the same number of ranks on every host).
+double predictAllReduceUs(Algo algo, size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links);
+
+}  // namespace accl
