@@ -4,8 +4,10 @@
 # this build's library against another libnccl.so.2 (e.g. a copy of main's build/lib, loaded
 # through LD_LIBRARY_PATH, which comes before the harness's RUNPATH), interleaved over ROUNDS
 # rounds (default 2). Prints the time (us, out-of-place) per size of each round and the
-# speed-up of the best rounds. A benchmark, not a test (needs root).
-#   e.g. perf/pods_topo_bench.sh build /tmp/base/lib      SIZES="16M 128M" ROUNDS=3 ...
+# speed-up of the first variant's best round over the second's. A benchmark, not a test (needs
+# root). VARIANTS (default "base ours") may name NCCL_ALGO settings too, e.g.
+#   PODS=8 PER_POD=1 MIN=8 MAX=8 VARIANTS="ours:Ring ours:Tree" perf/pods_topo_bench.sh build /tmp/base/lib
+#   VARIANTS="ours:Ring ours:HierRing" perf/pods_topo_bench.sh build /tmp/base/lib
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "${1:?usage: pods_topo_bench.sh <build dir> <baseline lib dir>}" && pwd)
@@ -23,11 +25,13 @@ PODS=${PODS:-4} PER_POD=${PER_POD:-2} PLACEMENT=${PLACEMENT:-roundrobin}
 pods_up "$PODS" || exit 1
 ROUNDS=${ROUNDS:-2}
 MIN=${MIN:-16M} MAX=${MAX:-128M}
+VARIANTS=${VARIANTS:-base ours}
 declare -A T
 for round in $(seq "$ROUNDS"); do
-  for lib in base ours; do
+  for lib in $VARIANTS; do
     envs=()
-    [ $lib = base ] && envs=(LD_LIBRARY_PATH="$BASE")
+    [ "${lib%%:*}" = base ] && envs=(LD_LIBRARY_PATH="$BASE")
+    [ "${lib#*:}" != "$lib" ] && envs+=(NCCL_ALGO="${lib#*:}")
     dir="$LOGS/$lib.$round"
     run_placed "$PLACEMENT" "$PER_POD" "$dir" 300 "${envs[@]}" NCCL_DEBUG=VERSION -- \
       "$BUILD/perf/all_reduce_perf" -b "$MIN" -e "$MAX" -f 2 -n "${ITERS:-2}" -w 1 -c 0 ${EXTRA:-}
@@ -39,16 +43,17 @@ for round in $(seq "$ROUNDS"); do
 done
 echo "all-reduce float, $PODS pods x $PER_POD ranks ($PLACEMENT), hpn0 $HPN_RATE; time us (out-of-place)"
 printf '%12s' bytes
-for round in $(seq "$ROUNDS"); do printf ' %11s %11s' "base.r$round" "ours.r$round"; done
-printf ' %9s\n' speedup
+set -- $VARIANTS
+A=$1 B=$2
+for round in $(seq "$ROUNDS"); do for v in $VARIANTS; do printf ' %16s' "$v.r$round"; done; done
+printf '   %s\n' "best $A / best $B"
 for size in $SIZES_SEEN; do
   printf '%12s' "$size"
-  bb=999999999999 bo=999999999999
+  ba=999999999999 bb=999999999999
   for round in $(seq "$ROUNDS"); do
-    b=${T[base.$round.$size]} o=${T[ours.$round.$size]}
-    printf ' %11s %11s' "$b" "$o"
-    bb=$(awk -v a="$bb" -v b="$b" 'BEGIN {print (b < a ? b : a)}')
-    bo=$(awk -v a="$bo" -v b="$o" 'BEGIN {print (b < a ? b : a)}')
+    for v in $VARIANTS; do printf ' %16s' "${T[$v.$round.$size]}"; done
+    ba=$(awk -v a="$ba" -v b="${T[$A.$round.$size]}" 'BEGIN {print (b < a ? b : a)}')
+    bb=$(awk -v a="$bb" -v b="${T[$B.$round.$size]}" 'BEGIN {print (b < a ? b : a)}')
   done
-  awk -v b="$bb" -v o="$bo" 'BEGIN {printf " %8.2fx\n", b / o}'
+  awk -v a="$ba" -v b="$bb" 'BEGIN {printf "   %.2fx\n", a / b}'
 done

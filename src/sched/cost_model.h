@@ -13,8 +13,15 @@ struct LinkCost {
   double latencyUs = 0;  // one step's fixed cost: a hand-off and its wake-up, one hop
   double gbytesPerSec = 1;  // one rank's (intra) or one host's (inter) sustained bandwidth
 };
+// inside a host; between hosts of one pod (bandwidth: one NIC); between pods (latency; the
+// bandwidth is the NIC's, shared as TopoShape::podOversub says).
 struct LinkCosts {
   LinkCost intra, inter;
+  double podLatencyUs = 0;  // 0: as inter
+  // Host copies of buffers up to cacheBytes per rank stay in the CPU caches: intra bandwidth
+  // intraCachedGbps there (0: no such effect).
+  double cacheBytes = 0;
+  double intraCachedGbps = 0;
 };
 
 // The figures measured on this project's pods (tests/netns), see cost_model.cc.
@@ -22,5 +29,9 @@ const LinkCosts& measuredLinks();
 // Predicted microseconds of an all-reduce of `bytes` per rank on n ranks; negative where the
 // algorithm cannot run on this shape (HierRing needs the same number of ranks on every host).
 double predictAllReduceUs(Algo algo, size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links);
+// The cheapest of Tree, Ring and HierRing among `allowed` (AlgoBit set) for an all-reduce;
+// `why` (optional): the shape and every prediction, for NCCL_DEBUG_SUBSYS=TUNING.
+Algo cheapestAllReduce(uint8_t allowed, size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links,
+                       std::string* why = nullptr);
 
 }  // namespace accl

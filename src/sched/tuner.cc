@@ -1,6 +1,5 @@
 #include "sched/tuner.h"
 #include "base/param.h"
-#include <cstdio>
 #include "sched/cost_model.h"
 
 namespace accl {
@@ -93,35 +92,6 @@ bool useShmRead(OpKind kind, size_t bytes, int nranks, bool boardReads) {
   return boardReads && min > 0 && bytes >= min;
 }
 
-namespace {
-
-// Across hosts: the cheapest allowed all-reduce algorithm in the cost model.
-Algo cheapestAcrossHosts(uint8_t allowed, size_t bytes, int nranks, const TopoShape& shape, std::string* why) {
-  const Algo candidates[] = {Algo::Tree, Algo::Ring, Algo::HierRing};
-  const uint8_t bits[] = {kAlgoTree, kAlgoRing, kAlgoHierRing};
-  Algo best = Algo::Ring;
-  double bestUs = -1;
-  std::string all;
-  for (int i = 0; i < 3; i++) {
-    if (!(allowed & bits[i])) continue;
-    const double t = predictAllReduceUs(candidates[i], bytes, nranks, shape, measuredLinks());
-    if (t < 0) continue;
-    char buf[64];
-    snprintf(buf, sizeof(buf), "%s%s %.0f us", all.empty() ? "" : ", ", algoName(candidates[i]), t);
-    all += buf;
-    if (bestUs < 0 || t < bestUs) {
-      bestUs = t;
-      best = candidates[i];
-    }
-  }
-  if (why)
-    *why = "cost model, " + std::to_string(shape.hosts) + " hosts x " +
-           (shape.ranksPerHost > 0 ? std::to_string(shape.ranksPerHost) : std::string("uneven")) + " ranks: " + all;
-  return best;
-}
-
-}  // namespace
-
 Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks, size_t boardBytes,
                 bool boardReads, const TopoShape* shape, std::string* why) {
   int f;
@@ -157,7 +127,7 @@ Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks,
   // All-gather and reduce-scatter have no separate latency algorithm: the ring is it.
   if (kind == OpKind::AllGather || kind == OpKind::ReduceScatter) return Algo::Ring;
   if (kind == OpKind::AllReduce && multiHost && param::treeThreshold() < 0)
-    return cheapestAcrossHosts(allowed, bytes, nranks, *shape, why);
+    return cheapestAllReduce(allowed, bytes, nranks, *shape, measuredLinks(), why);
   if (nranks <= 2 && kind != OpKind::AllReduce) return Algo::Tree;  // a chain of two is a flat tree
   return bytes <= treeLimit(nranks, boardBytes > 0, param::treeThreshold()) ? Algo::Tree : Algo::Ring;
 }

@@ -15,9 +15,14 @@ namespace accl {
 
 enum class Algo { Ring, Tree, ShmDirect, AllPairs, HierRing };
 // Where the ranks are: hosts, and ranks on each host (0: hosts differ in rank count).
+// accl-sim also describes pods (groups of hosts behind one uplink, oversubscribed by
+// podOversub) and several NICs per host; a communicator at init knows only its hosts.
 struct TopoShape {
   int hosts = 1;
   int ranksPerHost = 0;
+  int pods = 1;
+  int nicsPerHost = 1;
+  double podOversub = 1;
 };
 // Picks the algorithm for an op of `bytes` per rank on a communicator of n ranks.
 // `boardBytes`: the slot size of the communicator's shared-memory board (0: none, e.g. ranks

@@ -20,10 +20,22 @@ TEST(TunerAcrossHosts, SmallAllReducesTakeTheTreeLargeOnesARing) {
   EXPECT_EQ(pick(8, 8, 1, "", &why), Algo::Tree);
   EXPECT_NE(why.find("cost model, 8 hosts x 1 ranks: Tree"), std::string::npos) << why;
   EXPECT_EQ(pick(64 << 20, 8, 1), Algo::Ring);
-  // Several ranks per host: the hierarchical all-reduce puts 2(H-1)/H x S on each host link
-  // against the ring's 2(N-1)/N x S.
-  EXPECT_EQ(pick(64 << 20, 4, 2), Algo::HierRing);
   EXPECT_EQ(pick(8, 4, 2), Algo::Tree);
+  // On the measured pods (one NIC, ranks sharing 2 vCPUs) HierRing's host phases cost more
+  // than the link bytes it saves: the ring, as measured.
+  EXPECT_EQ(pick(64 << 20, 4, 2), Algo::Ring);
+}
+
+TEST(TunerAcrossHosts, ManyNicsAndFastHostsTakeHierRingForLargeAllReduces) {
+  // 64 hosts x 16 ranks, 8 NICs of 50 GB/s: HierRing's 16 slice rings use every NIC, the
+  // ring's one edge out of each host uses one; small all-reduces take the log-depth tree.
+  const LinkCosts links{{3, 150}, {10, 50}};
+  TopoShape shape{64, 16};
+  shape.nicsPerHost = 8;
+  std::string why;
+  EXPECT_EQ(cheapestAllReduce(kAlgoAll, size_t{256} << 20, 1024, shape, links, &why), Algo::HierRing) << why;
+  EXPECT_EQ(cheapestAllReduce(kAlgoAll, 8, 1024, shape, links), Algo::Tree);
+  EXPECT_EQ(cheapestAllReduce(kAlgoRing | kAlgoTree, size_t{256} << 20, 1024, shape, links), Algo::Ring);
 }
 
 TEST(TunerAcrossHosts, NcclAlgoStillDecides) {
@@ -36,10 +48,14 @@ TEST(TunerAcrossHosts, NcclAlgoStillDecides) {
 }
 
 TEST(CostModel, HierarchicalBeatsTheRingOnlyWhereHostsHoldSeveralRanks) {
-  const LinkCosts& links = measuredLinks();
+  // With host copies cheap against the link, 2(H-1)/H x S on each host link beats the ring's
+  // 2(N-1)/N x S (4 x 2: 1.5 S against 1.75 S).
+  const LinkCosts links{{3, 150}, {50, 0.24}};
   const size_t big = size_t{128} << 20;
-  EXPECT_LT(predictAllReduceUs(Algo::HierRing, big, 8, {4, 2}, links),
-            predictAllReduceUs(Algo::Ring, big, 8, {4, 2}, links));
+  const double hier = predictAllReduceUs(Algo::HierRing, big, 8, {4, 2}, links);
+  const double ring = predictAllReduceUs(Algo::Ring, big, 8, {4, 2}, links);
+  EXPECT_LT(hier, ring);
+  EXPECT_NEAR(hier / ring, 1.5 / 1.75, 0.02);
   EXPECT_LT(predictAllReduceUs(Algo::HierRing, 8, 1024, {64, 16}, links),
             predictAllReduceUs(Algo::Ring, 8, 1024, {64, 16}, links));
   EXPECT_LT(predictAllReduceUs(Algo::HierRing, 8, 8, {4, 0}, links), 0);
