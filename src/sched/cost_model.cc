@@ -106,6 +106,13 @@ Algo cheapestAllReduce(uint8_t allowed, size_t bytes, int nranks, const TopoShap
       best = candidates[i];
     }
   }
+  // The ring is what ran before the model and what it was measured against: another algorithm
+  // must predict a clear win (5%), not a tie the model cannot tell apart (two ranks: one
+  // exchange of S or a ring of two steps of S/2, the same bytes).
+  if (best != Algo::Ring && (allowed & kAlgoRing)) {
+    const double ring = predictAllReduceUs(Algo::Ring, bytes, nranks, shape, links);
+    if (ring >= 0 && bestUs > 0.95 * ring) best = Algo::Ring;
+  }
   if (why)
     *why = "cost model, " + std::to_string(shape.hosts) + " hosts x " +
            (shape.ranksPerHost > 0 ? std::to_string(shape.ranksPerHost) : std::string("uneven")) + " ranks: " + all;
