@@ -34,14 +34,21 @@ void DriverMatrixDevice::release(void*) {
   if (--live_ == 0) top_ = 0;
 }
 
+// Copies go on this rank's own non-blocking stream and are waited for there. A synchronous
+// cuMemcpy runs on the legacy default stream, which waits for every blocking stream of the
+// context, including another thread rank's stream that waits for this rank's next collective:
+// both would hang (on a GPU as on the fake). And a synchronous copy from pageable memory may
+// return before its DMA lands, unordered with the non-blocking streams the collectives use.
 void DriverMatrixDevice::upload(void* dev, const void* host, size_t bytes) {
-  if (CUresult r = d_.memcpyHtoD(reinterpret_cast<CUdeviceptr>(dev), host, bytes); r != CUDA_SUCCESS)
-    std::fprintf(stderr, "cuMemcpyHtoD failed: %d\n", r);
+  if (CUresult r = d_.memcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dev), host, bytes, stream_); r != CUDA_SUCCESS)
+    std::fprintf(stderr, "cuMemcpyHtoDAsync failed: %d\n", r);
+  if (CUresult r = d_.streamSynchronize(stream_); r != CUDA_SUCCESS) std::fprintf(stderr, "upload: sync failed: %d\n", r);
 }
 
 void DriverMatrixDevice::download(void* host, const void* dev, size_t bytes) {
-  if (CUresult r = d_.memcpyDtoH(host, reinterpret_cast<CUdeviceptr>(dev), bytes); r != CUDA_SUCCESS)
-    std::fprintf(stderr, "cuMemcpyDtoH failed: %d\n", r);
+  if (CUresult r = d_.memcpyDtoHAsync(host, reinterpret_cast<CUdeviceptr>(dev), bytes, stream_); r != CUDA_SUCCESS)
+    std::fprintf(stderr, "cuMemcpyDtoHAsync failed: %d\n", r);
+  if (CUresult r = d_.streamSynchronize(stream_); r != CUDA_SUCCESS) std::fprintf(stderr, "download: sync failed: %d\n", r);
 }
 
 ncclResult_t DriverMatrixDevice::synchronize(cudaStream_t s) {

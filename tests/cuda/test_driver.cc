@@ -32,6 +32,8 @@ bool load() {
   bind(lib, "cuMemFree_v2", &d.memFree, &missing);
   bind(lib, "cuMemGetInfo_v2", &d.memGetInfo, &missing);
   bind(lib, "cuMemcpyHtoD_v2", &d.memcpyHtoD, &missing);
+  bind(lib, "cuMemcpyHtoDAsync_v2", &d.memcpyHtoDAsync, &missing);
+  bind(lib, "cuMemcpyDtoHAsync_v2", &d.memcpyDtoHAsync, &missing);
   bind(lib, "cuMemcpyDtoH_v2", &d.memcpyDtoH, &missing);
   bind(lib, "cuMemHostAlloc", &d.memHostAlloc, &missing);
   bind(lib, "cuMemFreeHost", &d.memFreeHost, &missing);

@@ -19,6 +19,8 @@ struct TestDriver {
   CUresult (*memGetInfo)(size_t*, size_t*);
   CUresult (*memcpyHtoD)(CUdeviceptr, const void*, size_t);
   CUresult (*memcpyDtoH)(void*, CUdeviceptr, size_t);
+  CUresult (*memcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
+  CUresult (*memcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
   CUresult (*memHostAlloc)(void**, size_t, unsigned);
   CUresult (*memFreeHost)(void*);
   CUresult (*streamCreate)(CUstream*, unsigned);
