@@ -1,6 +1,7 @@
 // board.h: where ranks that share memory meet for small collectives (NCCL_ALGO "ShmDirect").
-// Each rank owns two slots, used by alternate operations. A slot is a sequence number with
-// the rank's input right behind it (the first 56 bytes share its cache line), so posting an
+// Each rank owns two slots, used by alternate operations. A slot is a sequence number and the
+// stamp of the call that posted it, with the rank's input right behind (the first 32 bytes
+// share its cache line), so posting an
 // input is one copy and one store, and every rank reads all inputs straight from the board:
 // one synchronisation per operation instead of one per hop.
 //
@@ -12,15 +13,18 @@
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+#include "transports/call_stamp.h"
 #include "transports/doorbell.h"
 
 namespace accl {
 
 struct BoardSlot {
   std::atomic<uint64_t> seq{0};  // the operation whose input the slot holds (0: none yet)
+  // The call that posted it (call_stamp.h): readers check it is theirs before using the input.
+  CallStamp stamp;
   char* data() { return reinterpret_cast<char*>(this) + sizeof(BoardSlot); }
 };
-static_assert(sizeof(BoardSlot) == 8 && std::atomic<uint64_t>::is_always_lock_free);
+static_assert(sizeof(BoardSlot) == 32 && std::atomic<uint64_t>::is_always_lock_free);
 
 // Bytes one slot takes for `capacity` bytes of input: whole cache lines.
 inline size_t boardSlotStride(size_t capacity) { return (sizeof(BoardSlot) + capacity + 63) & ~size_t(63); }
@@ -46,8 +50,9 @@ struct Board {
   std::vector<BoardSlot*> slots[2];  // [seq & 1][rank]
   std::vector<Doorbell*> bells;      // [rank]: rung after posting (null: nobody to wake)
   Doorbell* ownBell = nullptr;       // the one peers ring for this rank (the executor sleeps on it too)
-  // [rank]: nonzero once that rank destroyed its communicator (it will never post again); a
-  // rank waiting for its post fails instead of hanging (ranks never connected see nothing else).
+  // [rank]: nonzero once that rank destroyed its communicator (1) or its communicator failed
+  // (kBoardFailed): it will never post again; a rank waiting for its post fails instead of
+  // hanging (ranks never connected see nothing else).
   std::vector<std::atomic<uint32_t>*> departed;
   uint64_t posted = 0;               // sequence number of this rank's latest post
   // In-place reads (BoardReadGather): a post holds where the input lies in the poster's
@@ -63,10 +68,16 @@ struct Board {
   bool hasDeparted(int rank) const {
     return rank < static_cast<int>(departed.size()) && departed[rank]->load(std::memory_order_acquire) != 0;
   }
-  // ncclCommDestroy: tells every rank, and wakes those asleep waiting for this rank's post.
-  void depart(int myRank) {
+  // Whether `rank` left because its communicator failed (kBoardFailed), not by ncclCommDestroy.
+  bool hasFailed(int rank) const {
+    return rank < static_cast<int>(departed.size()) && departed[rank]->load(std::memory_order_acquire) == kBoardFailed;
+  }
+  static constexpr uint32_t kBoardFailed = 2;
+  // ncclCommDestroy (why 1), or the communicator failed (kBoardFailed): tells every rank, and
+  // wakes those asleep waiting for this rank's post.
+  void depart(int myRank, uint32_t why = 1) {
     if (myRank >= static_cast<int>(departed.size())) return;  // no board (or one without flags)
-    departed[myRank]->store(1, std::memory_order_release);
+    departed[myRank]->store(why, std::memory_order_release);
     for (Doorbell* bell : bells)
       if (bell) ringDoorbell(bell);
   }

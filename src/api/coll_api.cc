@@ -5,6 +5,7 @@
 #include "api/api.h"
 #include "base/check.h"
 #include "sched/board_fast_path.h"
+#include "sched/call_stamp.h"
 #include "sched/pairs_fast_path.h"
 #include "sched/group.h"
 
@@ -178,6 +179,9 @@ ncclResult_t record(const Call& c) {
   op.sendbuff = c.sendbuff;
   op.recvbuff = c.recvbuff;
   op.comm = std::move(comm);
+  if (callStampsOn())
+    op.stamp = stampOf(op, op.isP2p() ? op.comm->callSeq.load(std::memory_order_relaxed)
+                                      : op.comm->callSeq.fetch_add(1, std::memory_order_relaxed) + 1);
   ncclResult_t direct;
   if (runOnBoardDirectly(op, &direct)) return direct;
   if (runAllPairsDirectly(op, &direct)) return direct;

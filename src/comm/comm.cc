@@ -64,6 +64,7 @@ void Comm::fail(ncclResult_t err, int culprit) {
     // The ring notice (naming the culprit) goes first, so a neighbour that sees our data
     // connections close can already read whom to blame.
     if (bootstrap) bootstrap->closeRing(culprit);
+    board.depart(rank, Board::kBoardFailed);  // board peers waiting for our post, connected or not
     std::lock_guard<std::mutex> lk(connMu);
     for (auto& c : conns)
       if (c) c->close(culprit);

@@ -80,6 +80,8 @@ class Comm {
   std::atomic<uint64_t> issueTicket{0};
   std::atomic<uint64_t> doneTicket{0};
   std::atomic<int> inFlight{0};
+  // Collective calls issued so far: each call's stamp carries its number (sched/call_stamp.h).
+  std::atomic<uint32_t> callSeq{0};
 
   std::mutex redOpMu;
   std::vector<RedOpEntry> redOps;  // handle = ncclNumOps + index

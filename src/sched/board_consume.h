@@ -32,17 +32,25 @@ struct BoardFold {
   char* dst = nullptr;  // where this chunk's result goes (for gathers: rank 0's piece)
   size_t stride = 0;    // gathers: bytes between two ranks' pieces in dst
   size_t len = 0;       // bytes of this chunk each rank posted
+  const CallStamp* stamp = nullptr;  // this rank's call: every post must carry the same (null: unchecked)
 };
 
 // Consumes the posts of board operation `seq` from rank *next on, in rank order, as long as
-// they are there. Returns true once every rank's post has been taken.
-inline bool consumeBoardPosts(Board& board, uint64_t seq, int nranks, const BoardFold& f, int* next) {
+// they are there. Returns true once every rank's post has been taken. A post of another call
+// than f.stamp's stops it before that post is used: *mismatch is set to its rank (and *next).
+inline bool consumeBoardPosts(Board& board, uint64_t seq, int nranks, const BoardFold& f, int* next,
+                              int* mismatch = nullptr) {
   BoardSlot* const* slots = board.slots[seq & 1].data();
   const size_t esize = dev::typeSize(f.type);
   for (int r = *next; r < nranks; r++) {
     BoardSlot* slot = slots[r];
     if (slot->seq.load(std::memory_order_acquire) != seq) {
       *next = r;
+      return false;
+    }
+    if (f.stamp && !sameStamp(slot->stamp, *f.stamp)) {
+      *next = r;
+      if (mismatch) *mismatch = r;
       return false;
     }
     if (f.gather) {
@@ -58,9 +66,10 @@ inline bool consumeBoardPosts(Board& board, uint64_t seq, int nranks, const Boar
 }
 
 // Publishes what this rank wrote into its slot of board operation board.posted + 1 as that
-// operation (returned) and wakes whoever sleeps on the board.
-inline uint64_t publishPost(Board& board, int rank) {
+// operation (returned), stamped with its call, and wakes whoever sleeps on the board.
+inline uint64_t publishPost(Board& board, int rank, const CallStamp* stamp) {
   const uint64_t seq = ++board.posted;
+  board.slots[seq & 1][rank]->stamp = stamp ? *stamp : CallStamp{};
   board.slots[seq & 1][rank]->seq.store(seq, std::memory_order_release);
   for (Doorbell* bell : board.bells)
     if (bell) ringDoorbell(bell);
@@ -69,9 +78,9 @@ inline uint64_t publishPost(Board& board, int rank) {
 
 // Posts this rank's `len` bytes from `src` as board operation ++board.posted (returned) and
 // wakes whoever sleeps on the board.
-inline uint64_t postOnBoard(Board& board, int rank, const void* src, size_t len) {
+inline uint64_t postOnBoard(Board& board, int rank, const void* src, size_t len, const CallStamp* stamp) {
   std::memcpy(board.slots[(board.posted + 1) & 1][rank]->data(), src, len);
-  return publishPost(board, rank);
+  return publishPost(board, rank, stamp);
 }
 
 }  // namespace accl

@@ -5,6 +5,7 @@
 #include "base/param.h"
 #include "base/trace.h"
 #include "sched/board_consume.h"
+#include "sched/call_stamp.h"
 #include "sched/direct_wait.h"
 #include "sched/group.h"
 #include "sched/planner.h"
@@ -20,7 +21,7 @@ using Clock = std::chrono::steady_clock;
 constexpr unsigned kPausesPerYield = 16;
 
 bool qualifies(const OpDesc& op, const Comm& c, size_t bytes) {
-  static const bool enabled = param::boardDirect() != 0 && param::checkMismatch() == 0;
+  static const bool enabled = param::boardDirect() != 0 && param::checkMismatch() != 2;
   if (!enabled || inGroup()) return false;
   if (op.stream.kind != dev::StreamKind::Caller && op.stream.kind != dev::StreamKind::Host) return false;
   if ((op.kind != OpKind::AllReduce && op.kind != OpKind::AllGather) || op.preMul || c.nranks < 2) return false;
@@ -51,9 +52,20 @@ class BoardDirectOp {
       if (seq_ == 0 && c.doneTicket.load(std::memory_order_acquire) != ticket_) return handOver(budgetUsec, done);
       if (seq_ == 0) {
         c.inFlight.fetch_add(1);
-        seq_ = postOnBoard(c.board, c.rank, op_.sendbuff, fold().len);
+        seq_ = postOnBoard(c.board, c.rank, op_.sendbuff, fold().len, fold().stamp);
       }
-      if (waitForPosts(c, budgetUsec)) {
+      const bool all = waitForPosts(c, budgetUsec);
+      if (mismatch_ >= 0) {
+        // Nothing of the peer's post was used; the communicator fails (its peers stop waiting).
+        failMismatch(c, op_.stamp, mismatch_, c.board.slots[seq_ & 1][mismatch_]->stamp,
+                     "posted on the shared-memory board by");
+        c.inFlight.fetch_sub(1);
+        c.doneTicket.store(ticket_ + 1, std::memory_order_release);
+        ringDoorbell(c.bell());
+        *done = true;
+        return ncclInvalidUsage;
+      }
+      if (all) {
         finish(c);
         *done = true;
         return ncclSuccess;
@@ -71,13 +83,15 @@ class BoardDirectOp {
     f.op = op_.red;
     f.dst = static_cast<char*>(op_.recvbuff);
     f.stride = f.len = op_.count * dev::typeSize(op_.type);
+    f.stamp = op_.stamp.magic ? &op_.stamp : nullptr;
     return f;
   }
 
   // Folds posts until all are in (true) or the wait budget is spent.
   bool waitForPosts(Comm& c, int64_t budgetUsec) {
     const BoardFold f = fold();
-    if (consumeBoardPosts(c.board, seq_, c.nranks, f, &next_)) return true;
+    if (consumeBoardPosts(c.board, seq_, c.nranks, f, &next_, &mismatch_)) return true;
+    if (mismatch_ >= 0) return false;
     // Pause-spin (10 us with a core per rank; a yield every few pauses hands the core to a
     // peer that shares it), then yield.
     DirectWaitBudget budget = directWaitBudget(c, 10);
@@ -98,7 +112,8 @@ class BoardDirectOp {
       } else {
         __builtin_ia32_pause();
       }
-      if (consumeBoardPosts(c.board, seq_, c.nranks, f, &next_)) return true;
+      if (consumeBoardPosts(c.board, seq_, c.nranks, f, &next_, &mismatch_)) return true;
+      if (mismatch_ >= 0) return false;
     }
   }
 
@@ -141,6 +156,7 @@ class BoardDirectOp {
   uint64_t ticket_;
   uint64_t seq_ = 0;  // the board operation posted (0: not yet)
   int next_ = 0;      // the next rank whose post to fold
+  int mismatch_ = -1; // a rank whose post is for another call (sched/call_stamp.h)
   std::vector<std::unique_ptr<CommWork>> handed_;
 };
 

@@ -256,6 +256,18 @@ bool checkPeers(std::vector<std::unique_ptr<CommWork>>& works) {
   return failed;
 }
 
+// Calls that peers sent and no step reads (sched/stamp_scan.cc), checked only while blocked.
+bool checkStamps(std::vector<std::unique_ptr<CommWork>>& works) {
+  bool failed = false;
+  for (auto& w : works) {
+    ncclResult_t res = checkStrayStamps(*w);
+    if (res == ncclSuccess) continue;
+    finishWork(*w, res);
+    failed = true;
+  }
+  return failed;
+}
+
 int onlineCores() {
   static int n = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   return n > 0 ? n : 1;
@@ -416,7 +428,7 @@ ncclResult_t executeWorksFor(std::vector<std::unique_ptr<CommWork>>& works, int6
     }
     if (usecSince(lastPeerCheck) >= peerCheckUsec) {
       lastPeerCheck = Clock::now();
-      if (checkPeers(works)) continue;
+      if (checkPeers(works) || checkStamps(works)) continue;
     }
     checkHangs(works, &seenReports);
     WaitPlan plan = planWait(works);

@@ -48,6 +48,34 @@ bool Lane::alignRecv(RecvChannel* ch) {
   return recvAligned_;
 }
 
+ncclResult_t Lane::stampPeers(Comm& comm, SendChannel* out, RecvChannel* in, bool* ready) {
+  *ready = true;
+  if (!gate_.stamp()) return ncclSuccess;
+  if (in) {
+    bool got = false;
+    if (alignRecv(in)) {
+      NCCLCHECK(gate_.recv(comm, in, cur_.recvPeer, &got));
+    } else {
+      const void* b;
+      size_t a;
+      NCCLCHECK(in->peek(&b, &a));  // surfaces a closed connection
+    }
+    *ready = got;
+  }
+  if (out) {
+    bool sent = false;
+    if (alignSend(out)) {
+      NCCLCHECK(gate_.send(out, cur_.sendPeer, &sent));
+    } else {
+      void* b;
+      size_t a;
+      NCCLCHECK(out->acquire(&b, &a));
+    }
+    *ready = *ready && sent;
+  }
+  return ncclSuccess;
+}
+
 Lane::StepState Lane::settle(dev::Backend& backend, const InFlight& f) {
   waitRecv_ = waitSend_ = -1;
   if (f.fence.pending() && !backend.poll(f.fence)) {
@@ -105,6 +133,9 @@ ncclResult_t Lane::runStep(Comm& comm, const dev::StreamRef& stream, StepState* 
         NCCLCHECK(ch->acquire(&b, &a));  // surfaces a closed connection
         return ncclSuccess;
       }
+      bool stamped;
+      NCCLCHECK(stampPeers(comm, ch, nullptr, &stamped));
+      if (!stamped) return ncclSuccess;
       if (lentEnd_ != 0) {
         NCCLCHECK(ch->progress());  // surfaces a failed connection
         if (ch->handedOff() < lentEnd_) return ncclSuccess;
@@ -138,6 +169,9 @@ ncclResult_t Lane::runStep(Comm& comm, const dev::StreamRef& stream, StepState* 
         NCCLCHECK(ch->peek(&b, &a));
         return ncclSuccess;
       }
+      bool stamped;
+      NCCLCHECK(stampPeers(comm, nullptr, ch, &stamped));
+      if (!stamped) return ncclSuccess;
       const void* buf;
       size_t avail;
       NCCLCHECK(ch->peek(&buf, &avail));
@@ -166,6 +200,9 @@ ncclResult_t Lane::runStep(Comm& comm, const dev::StreamRef& stream, StepState* 
       NCCLCHECK(comm.connection(s.sendPeer, &outConn));
       RecvChannel* in = inConn->recv();
       SendChannel* out = outConn->send();
+      bool stamped;
+      NCCLCHECK(stampPeers(comm, out, in, &stamped));
+      if (!stamped) return ncclSuccess;
       if (s.kind == Step::Kind::RecvCopySend && s.dst && be.hostBuffers() && out->lends() &&
           (lentEnd_ != 0 || (done_ == 0 && s.bytes >= kLendMinBytes)))
         return runLentForward(be, stream, in, out, state);
@@ -255,6 +292,7 @@ ncclResult_t Lane::advance(Comm& comm, const dev::StreamRef& stream, bool* progr
       }
       if (cur_.bytes == 0) continue;  // both ends skip empty steps, so no padding either
       cur_.streamDst = cur_.streamDst || streamDst_[sourceIdx_];
+      gate_.reset(stamps_[sourceIdx_]);
       hasCur_ = true;
       done_ = 0;
       sendAligned_ = recvAligned_ = false;

@@ -19,6 +19,11 @@ ncclResult_t Lane::checkBoardPeer(Comm& comm, int peer, const char* what) {
     size_t avail;
     NCCLCHECK(conn->recv()->peek(&buf, &avail));
   }
+  if (comm.board.hasFailed(peer)) {
+    WARN("rank %d: ShmDirect: the communicator of %s failed (its log says why) while this rank waits for its %s",
+         comm.rank, comm.describePeer(peer).c_str(), what);
+    return ncclRemoteError;
+  }
   if (comm.board.hasDeparted(peer)) {
     WARN("rank %d: ShmDirect: %s destroyed its communicator (ncclCommDestroy) while this rank waits for its "
          "%s (it never made this call, or left it early)",
@@ -26,6 +31,11 @@ ncclResult_t Lane::checkBoardPeer(Comm& comm, int peer, const char* what) {
     return ncclRemoteError;
   }
   return ncclSuccess;
+}
+
+ncclResult_t Lane::checkBoardStamp(Comm& comm, int peer, const CallStamp& theirs) {
+  if (!gate_.stamp() || sameStamp(*gate_.stamp(), theirs)) return ncclSuccess;
+  return failMismatch(comm, *gate_.stamp(), peer, theirs, "posted on the shared-memory board by");
 }
 
 ncclResult_t Lane::runBoardStep(Comm& comm, StepState* state) {
@@ -41,7 +51,7 @@ ncclResult_t Lane::runBoardStep(Comm& comm, StepState* state) {
   while (done_ < s.bytes) {
     const size_t len = std::min(chunk, s.bytes - done_);
     if (boardSeq_ == 0) {
-      boardSeq_ = postOnBoard(board, comm.rank, s.src + done_, len);
+      boardSeq_ = postOnBoard(board, comm.rank, s.src + done_, len, gate_.stamp());
       boardNext_ = 0;
       moved = true;
     }
@@ -52,8 +62,11 @@ ncclResult_t Lane::runBoardStep(Comm& comm, StepState* state) {
     fold.dst = s.dst + done_;
     fold.stride = s.bytes;
     fold.len = len;
+    fold.stamp = gate_.stamp();
     const int before = boardNext_;
-    const bool all = consumeBoardPosts(board, boardSeq_, n, fold, &boardNext_);
+    int mismatch = -1;
+    const bool all = consumeBoardPosts(board, boardSeq_, n, fold, &boardNext_, &mismatch);
+    if (mismatch >= 0) return checkBoardStamp(comm, mismatch, board.slots[boardSeq_ & 1][mismatch]->stamp);
     moved = moved || boardNext_ != before;
     if (!all) {
       waitRecv_ = boardNext_;

@@ -65,6 +65,7 @@ ncclResult_t Lane::runBoardReadStep(Comm& comm, StepState* state) {
     BoardSlot* mine = board.slots[boardSeq_ & 1][comm.rank];
     const BoardAddressPost post{reinterpret_cast<uint64_t>(s.src), s.bytes};
     std::memcpy(mine->data(), &post, sizeof(post));
+    mine->stamp = gate_.stamp() ? *gate_.stamp() : CallStamp{};
     mine->seq.store(boardSeq_, std::memory_order_release);
     ringAll(board);
     char* own = s.dst + comm.rank * s.bytes;
@@ -81,6 +82,7 @@ ncclResult_t Lane::runBoardReadStep(Comm& comm, StepState* state) {
       if (moved) *state = StepState::Moved;
       return ncclSuccess;
     }
+    NCCLCHECK(checkBoardStamp(comm, peer, slot->stamp));
     BoardAddressPost post;
     std::memcpy(&post, slot->data(), sizeof(post));
     if (post.bytes != s.bytes) {

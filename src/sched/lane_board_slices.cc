@@ -56,7 +56,7 @@ ncclResult_t Lane::runBoardSliceStep(Comm& comm, StepState* state) {
       // Post only what the others fold: this rank's own slice is read from src.
       std::memcpy(mine, src, begin);
       std::memcpy(mine + end, src + end, len - end);
-      boardSeq_ = publishPost(board, comm.rank);
+      boardSeq_ = publishPost(board, comm.rank, gate_.stamp());
       boardNext_ = 0;
       boardSliced_ = false;
       moved = true;
@@ -77,8 +77,9 @@ ncclResult_t Lane::runBoardSliceStep(Comm& comm, StepState* state) {
             if (moved) *state = StepState::Moved;
             return ncclSuccess;
           }
+          if (r != comm.rank) NCCLCHECK(checkBoardStamp(comm, r, slots[r]->stamp));
           if (r == 0) continue;
-          const char* x0 = comm.rank == 0 ? src + begin : slots[0]->data() + at + begin;
+          const char* x0 = comm.rank == 0 ? src + begin : slots[0]->data() + at + begin;  // checked at r = 0
           if (r == 1)
             dev::reduce2(s.type, s.op, acc, x0, x, count);
           else
@@ -106,6 +107,7 @@ ncclResult_t Lane::runBoardSliceStep(Comm& comm, StepState* state) {
         if (moved) *state = StepState::Moved;
         return ncclSuccess;
       }
+      NCCLCHECK(checkBoardStamp(comm, r, slots[r]->stamp));
       size_t from, to;
       boardSlice(len, esize, r, n, &from, &to);
       std::memcpy(s.dst + done_ + from, slots[r]->data() + at + from, to - from);

@@ -5,6 +5,7 @@
 #include "comm/comm.h"
 #include "device.h"
 #include "device/backend.h"
+#include "transports/call_stamp.h"
 
 namespace accl {
 
@@ -30,6 +31,9 @@ struct OpDesc {
   int peer = -1;                            // Send/Recv; -1 otherwise
   std::shared_ptr<Comm> comm;
   dev::StreamRef stream;  // resolved by the communicator's backend
+  // What it sends in front of its data and checks in front of its peers' (sched/call_stamp.h);
+  // magic 0 when calls carry no stamps.
+  CallStamp stamp;
   bool isP2p() const { return kind == OpKind::Send || kind == OpKind::Recv; }
   std::string describe() const { return describeCall(kind, count, type, red, avg, preMul, isP2p() ? peer : root); }
 };

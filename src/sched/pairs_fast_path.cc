@@ -25,7 +25,7 @@ constexpr unsigned kPassesPerYield = 16;
 constexpr size_t kDirectMaxBytes = 16 << 10;
 
 bool qualifies(const OpDesc& op, const Comm& c, size_t bytes) {
-  static const bool enabled = param::pairsDirect() != 0 && param::checkMismatch() == 0;
+  static const bool enabled = param::pairsDirect() != 0 && param::checkMismatch() != 2;
   if (!enabled || inGroup()) return false;
   if (op.stream.kind != dev::StreamKind::Caller && op.stream.kind != dev::StreamKind::Host) return false;
   if (op.kind != OpKind::AllReduce || op.preMul || c.nranks < 2) return false;
@@ -99,6 +99,7 @@ class PairsDirectOp {
     c_.inFlight.fetch_add(1);
     // The planner's arguments (addCollective), so the steps are the same as the executor's.
     src_ = makeRankOrderGatheredAllReduce(collArgsOf(op_, c_));
+    gate_.reset(op_.stamp.magic ? &op_.stamp : nullptr);
     streamDst_ = streamsOutput(op_, c_.nranks);
   }
 
@@ -167,6 +168,11 @@ class PairsDirectOp {
         void* buf;
         size_t avail;
         if (!alignSend(ch)) return ch->acquire(&buf, &avail);  // surfaces a closed connection
+        if (gate_.stamp()) {
+          bool stamped;
+          NCCLCHECK(gate_.send(ch, s.sendPeer, &stamped));
+          if (!stamped) return ncclSuccess;
+        }
         NCCLCHECK(ch->acquire(&buf, &avail));
         const size_t n = roundDown(std::min(avail, remaining), esize);
         if (n == 0) return ncclSuccess;
@@ -184,6 +190,11 @@ class PairsDirectOp {
         const void* buf;
         size_t avail;
         if (!alignRecv(ch)) return ch->peek(&buf, &avail);
+        if (gate_.stamp()) {
+          bool stamped;
+          NCCLCHECK(gate_.recv(c_, ch, s.recvPeer, &stamped));
+          if (!stamped) return ncclSuccess;
+        }
         NCCLCHECK(ch->peek(&buf, &avail));
         const size_t n = roundDown(std::min(avail, remaining), esize);
         if (n == 0) return ncclSuccess;
@@ -239,7 +250,8 @@ class PairsDirectOp {
     INFO(kSubsysColl, "rank %d: AllReduce of %zu bytes handed to the executor (%s)", c_.rank,
          op_.count * dev::typeSize(op_.type), src_ ? "waiting for a peer" : "the communicator was busy");
     if (src_)
-      w->phases[0][0].resumeFirstSource(std::move(src_), hasCur_ ? &cur_ : nullptr, done_, sendAligned_, recvAligned_);
+      w->phases[0][0].resumeFirstSource(std::move(src_), hasCur_ ? &cur_ : nullptr, done_, sendAligned_, recvAligned_,
+                                        gate_);
     handed_.push_back(std::move(w));
     return executeWorksFor(handed_, budgetUsec, done);
   }
@@ -255,6 +267,7 @@ class PairsDirectOp {
   size_t done_ = 0;
   bool sendAligned_ = false;
   bool recvAligned_ = false;
+  StampGate gate_;  // this call's stamps to and from each peer
   std::vector<std::unique_ptr<CommWork>> handed_;  // the executor's work once handed over
 };
 

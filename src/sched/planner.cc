@@ -125,6 +125,7 @@ ncclResult_t addCollective(Lane& lane, CommWork& w, OpDesc& op) {
   const int n = c.nranks;
   const size_t esize = dev::typeSize(op.type);
   CollArgs a = collArgsOf(op, c);
+  lane.stampNext(op.stamp.magic ? &op.stamp : nullptr);
 
   if (op.preMul && isReduction(op.kind)) {
     auto pre = std::make_unique<StepList>();
@@ -164,8 +165,10 @@ ncclResult_t addCollective(Lane& lane, CommWork& w, OpDesc& op) {
 // (sched/mismatch_check.h).
 ncclResult_t addPointToPoint(CommWork& w, std::vector<Lane>& lanes, const std::vector<OpDesc*>& p2p,
                              const std::vector<OpDesc*>& alltoall) {
-  const bool checked = param::checkMismatch() != 0 && !p2p.empty();
-  std::map<int, std::unique_ptr<StepList>> sends, recvs;
+  const bool checked = param::checkMismatch() == 2 && !p2p.empty();
+  // [peer]: its steps in order, one list per call that stamps them (sched/call_stamp.h).
+  using Lists = std::map<int, std::vector<std::pair<std::unique_ptr<StepList>, const CallStamp*>>>;
+  Lists sends, recvs;
   std::map<int, std::vector<std::unique_ptr<StepSource>>> checkedRecvs;
   std::vector<OpDesc*> selfSends, selfRecvs;
   auto args = [](const OpDesc& op) {
@@ -173,10 +176,11 @@ ncclResult_t addPointToPoint(CommWork& w, std::vector<Lane>& lanes, const std::v
     a.type = op.type;
     return a;
   };
-  auto list = [](std::map<int, std::unique_ptr<StepList>>& m, int peer) -> StepList& {
+  auto list = [](Lists& m, int peer, const OpDesc* op = nullptr) -> StepList& {
+    const CallStamp* stamp = op && op->stamp.magic ? &op->stamp : nullptr;
     auto& l = m[peer];
-    if (!l) l = std::make_unique<StepList>();
-    return *l;
+    if (l.empty() || l.back().second != stamp) l.emplace_back(std::make_unique<StepList>(), stamp);
+    return *l.back().first;
   };
   for (OpDesc* op : alltoall) {
     const Comm& c = *op->comm;
@@ -188,8 +192,8 @@ ncclResult_t addPointToPoint(CommWork& w, std::vector<Lane>& lanes, const std::v
         list(sends, p).push(copyStep(args(*op), dst + p * bytes, src + p * bytes, bytes));
         continue;
       }
-      list(sends, p).push(sendStep(args(*op), p, src + p * bytes, bytes));
-      list(recvs, p).push(recvStep(args(*op), p, dst + p * bytes, bytes));
+      list(sends, p, op).push(sendStep(args(*op), p, src + p * bytes, bytes));
+      list(recvs, p, op).push(recvStep(args(*op), p, dst + p * bytes, bytes));
     }
   }
   for (OpDesc* op : p2p) {
@@ -207,11 +211,11 @@ ncclResult_t addPointToPoint(CommWork& w, std::vector<Lane>& lanes, const std::v
         std::memcpy(w.scratch.back().get(), &h, sizeof(h));
         list(sends, op->peer).push(sendStep(CollArgs{}, op->peer, w.scratch.back().get(), sizeof(h)));
       }
-      list(sends, op->peer).push(sendStep(args(*op), op->peer, static_cast<const char*>(op->sendbuff), bytes));
+      list(sends, op->peer, op).push(sendStep(args(*op), op->peer, static_cast<const char*>(op->sendbuff), bytes));
     } else if (checked) {
       checkedRecvs[op->peer].push_back(makeCheckedRecv(*op, &w.p2pMismatch, &w.p2pBroken));
     } else {
-      list(recvs, op->peer).push(recvStep(args(*op), op->peer, static_cast<char*>(op->recvbuff), bytes));
+      list(recvs, op->peer, op).push(recvStep(args(*op), op->peer, static_cast<char*>(op->recvbuff), bytes));
     }
   }
   if (selfSends.size() != selfRecvs.size()) {
@@ -231,9 +235,12 @@ ncclResult_t addPointToPoint(CommWork& w, std::vector<Lane>& lanes, const std::v
         .push(copyStep(args(*s), static_cast<char*>(r->recvbuff), static_cast<const char*>(s->sendbuff), sb));
   }
   for (auto* m : {&sends, &recvs}) {
-    for (auto& [peer, steps] : *m) {
+    for (auto& [peer, lists] : *m) {
       lanes.emplace_back();
-      lanes.back().add(std::move(steps));
+      for (auto& [steps, stamp] : lists) {
+        lanes.back().stampNext(stamp);
+        lanes.back().add(std::move(steps));
+      }
     }
   }
   for (auto& [peer, sources] : checkedRecvs) {
@@ -292,7 +299,7 @@ ncclResult_t stageOverlappingSends(CommWork& w, const std::vector<OpDesc*>& ops)
 // executor compares the table before phase 1 (sched/mismatch_check.h).
 void addFingerprintPhase(CommWork& w, const std::vector<std::unique_ptr<OpDesc>>& ops) {
   const Comm& c = *w.comm;
-  if (param::checkMismatch() == 0 || c.nranks == 1) return;
+  if (param::checkMismatch() != 2 || c.nranks == 1) return;
   std::vector<const OpDesc*> colls;
   for (const auto& op : ops)
     if (op->kind != OpKind::Send && op->kind != OpKind::Recv) colls.push_back(op.get());

@@ -7,6 +7,7 @@
 #include <vector>
 #include "coll/step.h"
 #include "comm/comm.h"
+#include "sched/call_stamp.h"
 #include "sched/mismatch_check.h"
 #include "sched/op.h"
 
@@ -29,13 +30,20 @@ class Lane {
     if (sources_.empty()) sources_.reserve(4);  // a collective's: [pre-scale] algorithm [average]
     sources_.push_back(std::move(src));
     streamDst_.push_back(streamDst);
+    stamps_.push_back(nextStamp_);
   }
+  // The call whose stamp the sources added from now on send and check (null: none).
+  void stampNext(const CallStamp* stamp) { nextStamp_ = stamp; }
   bool empty() const { return sources_.empty(); }
 
   // Moves as far as the channels and the backend allow; data calls are queued on `stream`
   // with comm.backend. *progressed is set when anything moved.
   ncclResult_t advance(Comm& comm, const dev::StreamRef& stream, bool* progressed);
   bool finished() const { return finished_; }
+  // The call whose stamps the current step sends and checks (null: none), and whether it has
+  // read any of `peer`'s yet.
+  const CallStamp* stamp() const { return gate_.stamp(); }
+  bool stampReceivedFrom(int peer) const { return gate_.receivedFrom(peer); }
   // The direct path (board_fast_path.h) began this lane's first board step: it posted board
   // operation `seq` and took the posts of ranks below `next`; the step carries on from there.
   void resumeBoardStep(uint64_t seq, int next) {
@@ -47,8 +55,12 @@ class Lane {
   // source object, inside step `cur` (null: between steps) at `done` bytes, with the padding
   // in front of it already sent/skipped as the flags say.
   void resumeFirstSource(std::unique_ptr<StepSource> src, const Step* cur, size_t done, bool sendAligned,
-                         bool recvAligned) {
+                         bool recvAligned, const StampGate& gate) {
     sources_[0] = std::move(src);
+    gate_ = gate;  // the stamps it sent and checked, for the same call as the planned op's
+    for (auto& st : stamps_)
+      if (st == stamps_.front() && &st != &stamps_.front()) st = gate.stamp();
+    stamps_[0] = gate.stamp();
     if (!cur) return;
     cur_ = *cur;
     cur_.streamDst = cur_.streamDst || streamDst_[0];
@@ -87,6 +99,8 @@ class Lane {
   // Board steps waiting for `peer`'s part of the current board operation (`what`: its input,
   // its reduced slice): an error, with the cause logged, once it can never come.
   ncclResult_t checkBoardPeer(Comm& comm, int peer, const char* what);
+  // ncclInvalidUsage (WARNed) when `peer`'s board post is for another call than ours.
+  ncclResult_t checkBoardStamp(Comm& comm, int peer, const CallStamp& theirs);
   bool alignSend(SendChannel* ch);
   bool alignRecv(RecvChannel* ch);
   // RecvCopySend into host memory: each piece received is copied to dst once and lent to
@@ -96,6 +110,11 @@ class Lane {
 
   std::vector<std::unique_ptr<StepSource>> sources_;
   std::vector<bool> streamDst_;
+  std::vector<const CallStamp*> stamps_;  // [source]: its call's stamp (null: none)
+  const CallStamp* nextStamp_ = nullptr;
+  StampGate gate_;  // the current source's stamps, per peer
+  // Stamps of the current source's call to/from the step's peers: *ready once both are done.
+  ncclResult_t stampPeers(Comm& comm, SendChannel* out, RecvChannel* in, bool* ready);
   size_t sourceIdx_ = 0;
   Step cur_;
   bool hasCur_ = false;
@@ -137,10 +156,16 @@ struct CommWork {
   std::unique_ptr<Fingerprint[]> fingerprints;
   std::string p2pMismatch;  // a checked receive got another size than posted (not fatal)
   std::string p2pBroken;    // a checked receive found no header (fatal: stream not trusted)
+  int skippedBy = -1;  // checkStrayStamps: a peer seen in a later call while we wait for its bytes
 };
 
 // One block describing where `w` is stuck (for ACCL_HANG_WARN, ACCL_TIMEOUT, abort, SIGUSR1).
 std::string hangReport(const CommWork& w, int64_t nowUsec);
+// While `w` is blocked: fails it with ncclInvalidUsage (WARNed, the communicator failed) when
+// a peer sent this rank a call it is not in, on a connection or the board, that no step of
+// the current phase will read (a collective of another algorithm, a call missing on one
+// rank): what would otherwise wait forever (sched/stamp_scan.cc).
+ncclResult_t checkStrayStamps(CommWork& w);
 // Incremented by SIGUSR1 (ACCL_HANG_REPORT=1); blocked executors print a report when it changes.
 uint64_t hangReportRequests();
 void installHangReportSignal();

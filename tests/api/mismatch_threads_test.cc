@@ -1,4 +1,4 @@
-// Mismatched calls between thread ranks of one process (ACCL_CHECK_MISMATCH=1): different
+// Mismatched calls between thread ranks of one process (ACCL_CHECK_MISMATCH=2, the full exchange): different
 // counts, different roots, AllReduce against Broadcast, a receive shorter than the send.
 // Every rank of a collective (the receiver of a send/receive pair) gets ncclInvalidUsage with
 // a log line naming both calls, and the next matched all-reduces are correct.
@@ -23,7 +23,7 @@ namespace {
 // Before any ACCL call reads its parameters.
 const std::string kLog = "/tmp/accl_mismatch_threads_" + std::to_string(getpid()) + ".log";
 const bool kEnvSet = [] {
-  setenv("ACCL_CHECK_MISMATCH", "1", 1);
+  setenv("ACCL_CHECK_MISMATCH", "2", 1);
   setenv("NCCL_DEBUG", "WARN", 1);
   setenv("NCCL_DEBUG_FILE", kLog.c_str(), 1);
   return true;

@@ -349,7 +349,7 @@ TEST(DeterministicSwitch, RejectsBadArgumentsAndKeepsTheMode) {
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 
-// With ACCL_CHECK_MISMATCH=1, ranks in different modes fail the call on every rank with a
+// With ACCL_CHECK_MISMATCH=2, ranks in different modes fail the call on every rank with a
 // message naming the mode, instead of exchanging differently shaped data; once they agree,
 // the next call gives the rank-order bits.
 TEST(DeterministicSwitch, ModeMismatchIsReportedByTheCallCheck) {
@@ -380,7 +380,7 @@ TEST(DeterministicSwitch, ModeMismatchIsReportedByTheCallCheck) {
     ncclCommDestroy(comm);
     return;
   }
-  ChildResult result = runChildProcesses(3, true, 0, {"ACCL_CHECK_MISMATCH=1"}, 120);
+  ChildResult result = runChildProcesses(3, true, 0, {"ACCL_CHECK_MISMATCH=2"}, 120);
   EXPECT_TRUE(result.ok) << result.report;
 }
 

@@ -1,4 +1,4 @@
-// Mismatched calls across rank processes (ACCL_CHECK_MISMATCH=1): AllReduce with different
+// Mismatched calls across rank processes (ACCL_CHECK_MISMATCH=2, the full exchange): AllReduce with different
 // counts, Broadcast with different roots, AllReduce on some ranks and Broadcast on others,
 // and a receive posted for fewer bytes than were sent. Each must fail (every rank of a
 // collective; the receiver of a point-to-point transfer) with ncclInvalidUsage and a log
@@ -68,7 +68,7 @@ bool correctAllReduce(ncclComm_t comm, int rank, size_t count) {
   alarm(30);  // a hang kills the rank with SIGALRM (and fails the test)
   setenv("NCCL_DEBUG", "WARN", 1);
   setenv("NCCL_DEBUG_FILE", logPath.c_str(), 1);
-  setenv("ACCL_CHECK_MISMATCH", "1", 1);
+  setenv("ACCL_CHECK_MISMATCH", "2", 1);
   if (sockets) setenv("NCCL_SHM_DISABLE", "1", 1);
   ncclResetDebugInit();
   ncclComm_t comm = accl_forked::initForkedRank(&sh->uid, kRanks, rank);

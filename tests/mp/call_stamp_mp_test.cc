@@ -1,0 +1,300 @@
+// Call stamps (ACCL_CHECK_MISMATCH=1, the default; src/sched/call_stamp.h) across rank
+// processes: every kind of mismatched call (count, datatype, reduction, root, operation, a
+// call missing on one rank, the second collective of a group, a receive of another size)
+// on every host path (the shared-memory board, shared-memory rings, sockets, the AllPairs
+// direct call, deterministic mode) with 2, 3 and 4 ranks. Nothing is set: the defaults must
+// catch it. On every rank: no hang, an error from the mismatched call or, at the latest, from
+// the next one, and no call that returns ncclSuccess with a wrong result; at least one rank
+// fails with ncclInvalidUsage and logs both calls. Then: many matched calls of random sizes
+// and kinds, none of which may fail (no false positive).
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/text_file.h"
+#include "mp/forked_ranks.h"
+#include "nccl.h"
+
+namespace {
+
+constexpr int kMaxRanks = 4;
+
+enum class Kind { Count, Datatype, Op, Root, Operation, MissingCall, GroupSecond, SendSize };
+enum class Path { Board, ShmRing, Sockets, AllPairs, Deterministic };
+
+const char* const kKindNames[] = {"Count", "Datatype", "Op", "Root", "Operation", "MissingCall", "GroupSecond",
+                                  "SendSize"};
+const char* const kPathNames[] = {"Board", "ShmRing", "Sockets", "AllPairs", "Deterministic"};
+
+struct Case {
+  Kind kind;
+  Path path;
+  int nranks;
+};
+
+struct Shared {
+  accl_forked::SharedId uid;
+  int mismatched[kMaxRanks];  // the mismatched call's result
+  int next[kMaxRanks][2];     // the next two calls' results
+  int nextExact[kMaxRanks][2];  // 1: that call returned ncclSuccess with the exact result
+};
+
+void setPathEnv(Path path) {
+  switch (path) {
+    case Path::Board: break;  // the default on one host: small all-reduces on the board
+    case Path::ShmRing: setenv("NCCL_ALGO", "Ring", 1); break;
+    case Path::Sockets:
+      setenv("NCCL_SHM_DISABLE", "1", 1);
+      setenv("NCCL_ALGO", "Ring", 1);
+      break;
+    case Path::AllPairs:
+      setenv("NCCL_SHM_DISABLE", "1", 1);
+      setenv("NCCL_ALGO", "AllPairs", 1);
+      break;
+    case Path::Deterministic: setenv("ACCL_DETERMINISTIC", "1", 1); break;
+  }
+}
+
+// The odd rank (the last) makes the other call.
+ncclResult_t mismatchedCall(Kind kind, int rank, int n, ncclComm_t comm) {
+  std::vector<float> buf(4096 * kMaxRanks, 1.0f);
+  float* b = buf.data();
+  const bool odd = rank == n - 1;
+  switch (kind) {
+    case Kind::Count: return ncclAllReduce(b, b, odd ? 512 : 256, ncclFloat, ncclSum, comm, nullptr);
+    case Kind::Datatype: return ncclAllReduce(b, b, 256, odd ? ncclInt32 : ncclFloat, ncclSum, comm, nullptr);
+    case Kind::Op: return ncclAllReduce(b, b, 256, ncclFloat, odd ? ncclMax : ncclSum, comm, nullptr);
+    case Kind::Root: return ncclBroadcast(b, b, 256, ncclFloat, odd ? 1 : 0, comm, nullptr);
+    case Kind::Operation:
+      return odd ? ncclAllGather(b, b + 4096, 256, ncclFloat, comm, nullptr)
+                 : ncclAllReduce(b, b, 256, ncclFloat, ncclSum, comm, nullptr);
+    case Kind::MissingCall:
+      // The odd rank skips the broadcast: its all-reduce meets the others' broadcast.
+      if (!odd) {
+        ncclResult_t r = ncclBroadcast(b, b, 256, ncclFloat, 0, comm, nullptr);
+        if (r != ncclSuccess) return r;
+      }
+      return ncclAllReduce(b, b, 256, ncclFloat, ncclSum, comm, nullptr);
+    case Kind::GroupSecond: {
+      ncclGroupStart();
+      ncclAllReduce(b, b, 256, ncclFloat, ncclSum, comm, nullptr);
+      ncclAllReduce(b + 4096, b + 4096, odd ? 128 : 256, ncclFloat, ncclSum, comm, nullptr);
+      return ncclGroupEnd();
+    }
+    case Kind::SendSize:
+      // Rank 0 sends 1000 floats to rank 1, which posts a receive of 500; the others sit out.
+      if (rank == 0) return ncclSend(b, 1000, ncclFloat, 1, comm, nullptr);
+      if (rank == 1) return ncclRecv(b, 500, ncclFloat, 0, comm, nullptr);
+      return ncclSuccess;
+  }
+  return ncclInternalError;
+}
+
+// A matched all-reduce of `count` floats: its result, and whether the output is exact.
+ncclResult_t matchedAllReduce(ncclComm_t comm, int rank, int n, size_t count, int* exact) {
+  std::vector<float> buf(count);
+  for (size_t i = 0; i < count; i++) buf[i] = static_cast<float>((rank + 1) * (i % 5 + 1));
+  ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), count, ncclFloat, ncclSum, comm, nullptr);
+  *exact = r == ncclSuccess;
+  const float ranks = static_cast<float>(n * (n + 1) / 2);
+  for (size_t i = 0; i < count && *exact; i++)
+    if (buf[i] != ranks * static_cast<float>(i % 5 + 1)) *exact = 0;
+  return r;
+}
+
+[[noreturn]] void rankMain(Shared* sh, const Case& c, int rank, const std::string& logPath) {
+  alarm(60);  // a hang kills the rank with SIGALRM (and fails the test)
+  setenv("NCCL_DEBUG", "WARN", 1);
+  setenv("NCCL_DEBUG_FILE", logPath.c_str(), 1);
+  unsetenv("ACCL_CHECK_MISMATCH");
+  setPathEnv(c.path);
+  ncclResetDebugInit();
+  ncclComm_t comm = accl_forked::initForkedRank(&sh->uid, c.nranks, rank);
+  sh->mismatched[rank] = mismatchedCall(c.kind, rank, c.nranks, comm);
+  sh->next[rank][0] = matchedAllReduce(comm, rank, c.nranks, 4, &sh->nextExact[rank][0]);
+  sh->next[rank][1] = matchedAllReduce(comm, rank, c.nranks, 1 << 16, &sh->nextExact[rank][1]);
+  ncclCommAbort(comm);  // it may have failed: abort, as an application would
+  _exit(0);
+}
+
+// Both calls as the log names them (sched/call_stamp.cc describeStamp).
+std::vector<std::string> expectedCalls(Kind kind) {
+  switch (kind) {
+    case Kind::Count: return {"AllReduce(256 x float32, sum)", "AllReduce(512 x float32, sum)"};
+    case Kind::Datatype: return {"AllReduce(256 x float32, sum)", "AllReduce(256 x int32, sum)"};
+    case Kind::Op: return {"AllReduce(256 x float32, sum)", "AllReduce(256 x float32, max)"};
+    case Kind::Root: return {"Broadcast(256 x float32, root 0)", "Broadcast(256 x float32, root 1)"};
+    case Kind::Operation: return {"AllReduce(256 x float32, sum)", "AllGather(256 x float32)"};
+    case Kind::MissingCall: return {"Broadcast(256 x float32, root 0)", "AllReduce(256 x float32, sum)"};
+    case Kind::GroupSecond: return {"AllReduce(256 x float32, sum)", "AllReduce(128 x float32, sum)"};
+    case Kind::SendSize: return {"a send of 4000 bytes from rank 0", "a send of 2000 bytes from rank 0"};
+  }
+  return {};
+}
+
+class CallStamp : public testing::TestWithParam<Case> {};
+
+TEST_P(CallStamp, FailsOnEveryRankWithoutHangAndNothingIsSilentlyWrong) {
+  const Case& c = GetParam();
+  auto* sh = accl_forked::mapShared<Shared>();
+  ASSERT_NE(sh, nullptr);
+  std::string base = testing::TempDir() + "accl_stamp_" + std::to_string(getpid());
+  std::vector<pid_t> pids;
+  ASSERT_NO_FATAL_FAILURE(accl_forked::forkRanks(
+      c.nranks, [&](int r) { rankMain(sh, c, r, base + "." + std::to_string(r) + ".log"); }, &pids));
+  for (int r = 0; r < c.nranks; r++) {
+    int status = 0;
+    waitpid(pids[r], &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "rank " << r << " status " << status << " (SIGALRM = it hung)";
+  }
+  std::string logs;
+  bool named = false, invalidUsage = false;
+  const std::vector<std::string> calls = expectedCalls(c.kind);
+  for (int r = 0; r < c.nranks; r++) {
+    std::string path = base + "." + std::to_string(r) + ".log";
+    std::string log = accl_test::readFile(path);
+    unlink(path.c_str());
+    logs += "--- rank " + std::to_string(r) + " ---\n" + log;
+    // A line naming both calls.
+    for (size_t at = log.find("mismatched calls: "); at != std::string::npos; at = log.find("mismatched calls: ", at + 1)) {
+      const std::string line = log.substr(at, log.find('\n', at) - at);
+      const bool first = line.find(calls[0]) != std::string::npos, second = line.find(calls[1]) != std::string::npos;
+      // A root or a missing call may show only in the next call, which meets a stale stamp:
+      // then the line names one of the two (and the call numbers tell them apart).
+      if ((first && second) || ((c.kind == Kind::Root || c.kind == Kind::MissingCall) && (first || second)))
+        named = true;
+    }
+    // Ranks not in a send/receive pair may finish the mismatched call (nothing of it reached
+    // them wrongly); every rank learns of it before its next call returns.
+    const bool bystander = c.kind == Kind::SendSize && r >= 2;
+    // Except when no rank received anything of the mismatched call (two ranks that both take
+    // themselves for the broadcast's root): its stamps wait on the connections until the next
+    // call that reads them, which the 4-float all-reduce on the board is not.
+    const bool unread = c.kind == Kind::Root && c.nranks == 2 && (c.path == Path::Board || c.path == Path::Deterministic);
+    if (!bystander) {
+      EXPECT_TRUE(sh->mismatched[r] != ncclSuccess || sh->next[r][0] != ncclSuccess ||
+                  (unread && sh->next[r][1] != ncclSuccess))
+          << "rank " << r << " saw no error in the mismatched call nor in the next one";
+    }
+    invalidUsage = invalidUsage || sh->mismatched[r] == ncclInvalidUsage || sh->next[r][0] == ncclInvalidUsage ||
+                   sh->next[r][1] == ncclInvalidUsage;
+    for (int k = 0; k < 2; k++)
+      EXPECT_TRUE(sh->next[r][k] != ncclSuccess || sh->nextExact[r][k])
+          << "rank " << r << ": matched all-reduce #" << k << " after the mismatch returned ncclSuccess with a "
+          << "wrong result";
+  }
+  EXPECT_TRUE(invalidUsage) << "no rank failed with ncclInvalidUsage\n" << logs;
+  EXPECT_TRUE(named) << "no log line names both " << calls[0] << " and " << calls[1] << "\n" << logs;
+  if (getenv("ACCL_TEST_SHOW_LOGS")) printf("%s", logs.c_str());
+  munmap(sh, sizeof(Shared));
+}
+
+std::vector<Case> allCases() {
+  std::vector<Case> v;
+  for (int n = 2; n <= 4; n++)
+    for (int p = 0; p < 5; p++)
+      for (int k = 0; k < 8; k++) {
+        const Kind kind = static_cast<Kind>(k);
+        const Path path = static_cast<Path>(p);
+        // Sends and receives have one path per transport: shared memory and sockets.
+        if (kind == Kind::SendSize && path != Path::ShmRing && path != Path::Sockets) continue;
+        v.push_back({kind, path, n});
+      }
+  return v;
+}
+
+std::string caseName(const testing::TestParamInfo<Case>& info) {
+  return std::string(kKindNames[static_cast<int>(info.param.kind)]) + kPathNames[static_cast<int>(info.param.path)] +
+         "Np" + std::to_string(info.param.nranks);
+}
+
+INSTANTIATE_TEST_SUITE_P(Mismatch, CallStamp, testing::ValuesIn(allCases()), caseName);
+
+// Matched calls of random kinds and sizes (the same sequence on every rank), each checked
+// against the exact result: the stamps never fail a matched call. ACCL_TEST_STAMP_CALLS sets
+// how many (default 100000 on the default path, a fifth of that on sockets).
+struct NoFalsePositive : testing::TestWithParam<Path> {};
+
+[[noreturn]] void matchedRankMain(accl_forked::SharedId* uid, int* failures, Path path, int rank, int n, long calls) {
+  alarm(900);
+  unsetenv("ACCL_CHECK_MISMATCH");
+  setPathEnv(path);
+  ncclComm_t comm = accl_forked::initForkedRank(uid, n, rank);
+  std::mt19937 rng(12345);  // the same sequence on every rank
+  std::vector<int> in(1 << 14), out((1 << 14) * n);
+  for (long i = 0; i < calls; i++) {
+    // Mostly small (the latency paths), now and then up to 64 KiB.
+    const size_t count = 1 + (rng() % 8 == 0 ? rng() % (1 << 14) : rng() % 64);
+    const int kind = static_cast<int>(rng() % 4);
+    const int root = static_cast<int>(rng() % n);
+    for (size_t j = 0; j < count; j++) in[j] = static_cast<int>((rank + 1) * (j % 7 + 1) + i % 3);
+    ncclResult_t r = ncclSuccess;
+    bool ok = true;
+    switch (kind) {
+      case 0:
+        r = ncclAllReduce(in.data(), out.data(), count, ncclInt32, ncclSum, comm, nullptr);
+        for (size_t j = 0; j < count && ok; j++)
+          ok = out[j] == static_cast<int>(n * (n + 1) / 2 * (j % 7 + 1) + n * (i % 3));
+        break;
+      case 1:
+        r = ncclAllGather(in.data(), out.data(), count, ncclInt32, comm, nullptr);
+        for (int p = 0; p < n && ok; p++)
+          for (size_t j = 0; j < count && ok; j++)
+            ok = out[p * count + j] == static_cast<int>((p + 1) * (j % 7 + 1) + i % 3);
+        break;
+      case 2:
+        r = ncclBroadcast(in.data(), out.data(), count, ncclInt32, root, comm, nullptr);
+        for (size_t j = 0; j < count && ok; j++) ok = out[j] == static_cast<int>((root + 1) * (j % 7 + 1) + i % 3);
+        break;
+      default:
+        r = ncclAllReduce(in.data(), out.data(), count, ncclInt32, ncclMax, comm, nullptr);
+        for (size_t j = 0; j < count && ok; j++) ok = out[j] == static_cast<int>(n * (j % 7 + 1) + i % 3);
+        break;
+    }
+    if (r != ncclSuccess || !ok) {
+      fprintf(stderr, "rank %d: call %ld (kind %d, count %zu) %s\n", rank, i, kind, count,
+              r != ncclSuccess ? ncclGetErrorString(r) : "wrong result");
+      (*failures)++;
+      break;
+    }
+  }
+  ncclCommDestroy(comm);
+  _exit(0);
+}
+
+TEST_P(NoFalsePositive, MatchedCallsOfRandomSizesAllSucceedExactly) {
+  const Path path = GetParam();
+  long calls = path == Path::Sockets ? 20000 : 100000;
+  if (const char* e = getenv("ACCL_TEST_STAMP_CALLS")) calls = atol(e);
+  struct Block {
+    accl_forked::SharedId uid;
+    int failures[2];
+  };
+  auto* sh = accl_forked::mapShared<Block>();
+  ASSERT_NE(sh, nullptr);
+  std::vector<pid_t> pids;
+  ASSERT_NO_FATAL_FAILURE(accl_forked::forkRanks(
+      2, [&](int r) { matchedRankMain(&sh->uid, &sh->failures[r], path, r, 2, calls); }, &pids));
+  for (int r = 0; r < 2; r++) {
+    int status = 0;
+    waitpid(pids[r], &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << r << " status " << status;
+    EXPECT_EQ(sh->failures[r], 0) << "rank " << r << " (its stderr names the call)";
+  }
+  munmap(sh, sizeof(Block));
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, NoFalsePositive, testing::Values(Path::Board, Path::Sockets, Path::Deterministic),
+                         [](const testing::TestParamInfo<Path>& info) {
+                           return std::string(kPathNames[static_cast<int>(info.param)]);
+                         });
+
+}  // namespace
