@@ -1,6 +1,9 @@
 // bootstrap_init.cc: Bootstrap::init, the rendezvous. Each rank opens a listener, tells the
 // root where it is, receives every rank's address, and connects its ring (rank -> rank+1).
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <climits>
 #include <cstring>
 #include "bootstrap/bootstrap_impl.h"
 #include "bootstrap/root.h"
@@ -30,8 +33,38 @@ std::string hostOnly(const net::SockAddr& addr) {
 // exists until its one rendezvous is complete, so a refusal means it is gone: fail at once
 // with the likely cause instead of retrying for a minute. (An NCCL_COMM_ID root is started by
 // rank 0 during init, so there a refusal is retried as NCCL does.)
-ncclResult_t connectRoot(Bootstrap::Impl& b, const net::SockAddr& root, net::Socket* sock) {
-  if (b.magic == kCommIdMagic) return net::connectTo(root, sock, b.abortFlag);
+// ACCL_INIT_TIMEOUT: when this rank's rendezvous must be over (time_point::max(): never).
+using InitClock = std::chrono::steady_clock;
+InitClock::time_point initDeadline() {
+  static const int64_t sec = param::initTimeoutSec();
+  return sec > 0 ? InitClock::now() + std::chrono::seconds(sec) : InitClock::time_point::max();
+}
+// Milliseconds left until `deadline` (-1: no limit), at least 1 while not past it.
+int msLeft(InitClock::time_point deadline) {
+  if (deadline == InitClock::time_point::max()) return -1;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - InitClock::now()).count();
+  return static_cast<int>(std::clamp<int64_t>(ms, 0, INT32_MAX));
+}
+bool pastDeadline(InitClock::time_point deadline) {
+  return deadline != InitClock::time_point::max() && msLeft(deadline) == 0;
+}
+
+// Connects within the init deadline (NCCL's retry rules otherwise).
+ncclResult_t connectUntil(Bootstrap::Impl& b, const net::SockAddr& addr, net::Socket* sock,
+                          InitClock::time_point deadline, const char* who) {
+  if (deadline == InitClock::time_point::max()) return net::connectTo(addr, sock, b.abortFlag);
+  std::string why;
+  ncclResult_t res = net::connectWithin(addr, sock, std::max(1, msLeft(deadline)), &why, b.abortFlag);
+  if (res != ncclSuccess && res != ncclInternalError)
+    WARN("Bootstrap: rank %d of %d: could not connect to %s at %s within ACCL_INIT_TIMEOUT=%lld s (%s): is that "
+         "address right and reachable from this host (the unique id or NCCL_COMM_ID names it)?",
+         b.rank, b.nranks, who, addr.str().c_str(), static_cast<long long>(param::initTimeoutSec()), why.c_str());
+  return res;
+}
+
+ncclResult_t connectRoot(Bootstrap::Impl& b, const net::SockAddr& root, net::Socket* sock,
+                         InitClock::time_point deadline) {
+  if (b.magic == kCommIdMagic) return connectUntil(b, root, sock, deadline, "the bootstrap root (NCCL_COMM_ID)");
   std::string why;
   ncclResult_t res = net::connectWithin(root, sock, static_cast<int>(param::socketConnectTimeoutMsec()), &why,
                                         b.abortFlag, /*retryRefused=*/false);
@@ -43,13 +76,14 @@ ncclResult_t connectRoot(Bootstrap::Impl& b, const net::SockAddr& root, net::Soc
          b.rank, b.nranks, root.str().c_str(), b.label);
     return ncclInvalidUsage;
   }
-  return net::connectTo(root, sock, b.abortFlag);  // slow or unreachable: NCCL's retry rules
+  return connectUntil(b, root, sock, deadline, "the bootstrap root of this unique id");  // slow or unreachable
 }
 
 // Joins the rendezvous: Hello to the root, then the table of all listeners.
-ncclResult_t rendezvous(Bootstrap::Impl& b, const net::SockAddr& root, const net::SockAddr& myAddr) {
+ncclResult_t rendezvous(Bootstrap::Impl& b, const net::SockAddr& root, const net::SockAddr& myAddr,
+                        InitClock::time_point deadline) {
   net::Socket sock;
-  NCCLCHECK(connectRoot(b, root, &sock));
+  NCCLCHECK(connectRoot(b, root, &sock, deadline));
   std::string rootDesc = "bootstrap root " + root.str();
   boot::Hello hello;
   std::memset(static_cast<void*>(&hello), 0, sizeof(hello));  // padding included: the MAC covers every byte sent
@@ -67,7 +101,17 @@ ncclResult_t rendezvous(Bootstrap::Impl& b, const net::SockAddr& root, const net
   boot::signHello(&hello, job);
   NCCLCHECK(net::sendAll(sock, &hello, sizeof(hello), rootDesc.c_str(), b.abortFlag));
   boot::RootReply reply{};
-  NCCLCHECK(net::recvAll(sock, &reply, sizeof(reply), rootDesc.c_str(), b.abortFlag));
+  // The root answers once every rank has joined: the wait a missing or refused rank prolongs.
+  ncclResult_t res = net::recvAll(sock, &reply, sizeof(reply), rootDesc.c_str(), b.abortFlag, msLeft(deadline));
+  if (res != ncclSuccess && pastDeadline(deadline)) {
+    WARN("Bootstrap: rank %d of %d: waited ACCL_INIT_TIMEOUT=%lld s for the bootstrap root %s ('%s') to answer, "
+         "which it does once all %d ranks have joined: a rank never called init with this id (not started, "
+         "crashed, or a different id), or the root refused one (its log says why: wrong rank, id or nranks); "
+         "failing the init",
+         b.rank, b.nranks, static_cast<long long>(param::initTimeoutSec()), root.str().c_str(), b.label, b.nranks);
+    return ncclRemoteError;
+  }
+  NCCLCHECK(res);
   std::string bad = boot::decodeRootReply(&reply, sizeof(reply), &reply);
   if (!bad.empty()) {
     WARN("Bootstrap: rank %d of %d: %s sent a corrupt reply: %s", b.rank, b.nranks, rootDesc.c_str(), bad.c_str());
@@ -79,7 +123,8 @@ ncclResult_t rendezvous(Bootstrap::Impl& b, const net::SockAddr& root, const net
   }
   b.connKey = boot::connectionKey(job, reply.sessionKey);
   std::vector<net::SockAddr> raw(b.nranks);
-  NCCLCHECK(net::recvAll(sock, raw.data(), raw.size() * sizeof(net::SockAddr), rootDesc.c_str(), b.abortFlag));
+  NCCLCHECK(net::recvAll(sock, raw.data(), raw.size() * sizeof(net::SockAddr), rootDesc.c_str(), b.abortFlag,
+                         msLeft(deadline)));
   bad = boot::decodeAddressTable(raw.data(), raw.size() * sizeof(net::SockAddr), b.nranks, &b.table);
   if (!bad.empty()) {
     WARN("Bootstrap: rank %d of %d: %s sent a corrupt table: %s", b.rank, b.nranks, rootDesc.c_str(), bad.c_str());
@@ -88,15 +133,17 @@ ncclResult_t rendezvous(Bootstrap::Impl& b, const net::SockAddr& root, const net
   return ncclSuccess;
 }
 
-ncclResult_t connectRing(Bootstrap::Impl& b) {
-  NCCLCHECK(net::connectTo(b.table[b.next()], &b.ringNext, b.abortFlag));
+ncclResult_t connectRing(Bootstrap::Impl& b, InitClock::time_point deadline) {
+  NCCLCHECK(connectUntil(b, b.table[b.next()], &b.ringNext, deadline, b.desc(b.next())));
   boot::Handshake hs;
   NCCLCHECK(b.handshakeTo(b.next(), boot::Purpose::Ring, &hs));
   NCCLCHECK(net::sendAll(b.ringNext, &hs, sizeof(hs), b.desc(b.next()), b.abortFlag));
-  ncclResult_t res = b.waitForConnection(b.prev(), boot::Purpose::Ring, kRingConnectTimeoutMs);
+  const int left = msLeft(deadline);
+  const int waitMs = left >= 0 ? std::min(left, kRingConnectTimeoutMs) : kRingConnectTimeoutMs;
+  ncclResult_t res = b.waitForConnection(b.prev(), boot::Purpose::Ring, waitMs);
   if (res == ncclRemoteError && !b.ringPrev.valid()) {
-    WARN("Bootstrap: rank %d: ring predecessor %s did not connect within %d s", b.rank, b.desc(b.prev()),
-         kRingConnectTimeoutMs / 1000);
+    WARN("Bootstrap: rank %d: ring predecessor %s did not connect within %d s%s", b.rank, b.desc(b.prev()),
+         waitMs / 1000, waitMs < kRingConnectTimeoutMs ? " (ACCL_INIT_TIMEOUT)" : "");
   }
   return res;
 }
@@ -135,9 +182,10 @@ ncclResult_t initImpl(Bootstrap::Impl& b, const ncclUniqueId& id) {
   NCCLCHECK(net::listenOn(nif.addr, &b.listener, &myAddr));
   b.acceptor.emplace(b.listener, b.magic, sizeof(boot::Handshake), "Bootstrap rank " + std::to_string(b.rank));
 
-  NCCLCHECK(rendezvous(b, root, myAddr));
+  const InitClock::time_point deadline = initDeadline();
+  NCCLCHECK(rendezvous(b, root, myAddr, deadline));
   for (int r = 0; r < b.nranks; ++r) b.peerDesc.push_back("rank " + std::to_string(r) + " (" + b.table[r].str() + ")");
-  if (b.nranks > 1) NCCLCHECK(connectRing(b));
+  if (b.nranks > 1) NCCLCHECK(connectRing(b, deadline));
   INFO(kSubsysBootstrap, "Bootstrap: rank %d of %d connected (listening on %s)", b.rank, b.nranks,
        myAddr.str().c_str());
   return ncclSuccess;

@@ -124,8 +124,14 @@ class RootServer {
       WARN("Bootstrap root for %s: dropped connection from %s: %s", label_.c_str(), arrival.from.c_str(), bad.c_str());
       return;
     }
-    std::string why = "joined the wrong rendezvous: its unique id is for '" + theirs + "', but " + arrival.from +
-                      " reached the root of '" + label_ + "'";
+    // Same label, other magic: the same kind of id, but not this one (altered, or another
+    // ncclGetUniqueId's); naming the labels alone would read as if they matched.
+    std::string why = theirs == label_
+                          ? "presented a unique id whose magic does not match this root's id (both are '" + theirs +
+                                "' ids, but not the same one: an id altered on its way to that rank, or one from "
+                                "another call of ncclGetUniqueId); give every rank the same id"
+                          : "joined the wrong rendezvous: its unique id is for '" + theirs + "', but " + arrival.from +
+                                " reached the root of '" + label_ + "'";
     WARN("Bootstrap root for %s: dropped connection from %s: %s (a rank that %s)", label_.c_str(), arrival.from.c_str(),
          bad.c_str(), why.c_str());
     RootReply r{};

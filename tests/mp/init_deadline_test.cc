@@ -1,0 +1,187 @@
+// Init ends (ACCL_INIT_TIMEOUT, here 2 s): a rank whose rendezvous cannot complete fails with
+// ncclRemoteError naming what it waited for and where, instead of waiting forever: a rank that
+// never joins, a rank the root refuses (a second rank 0, a unique id with one byte altered),
+// and a root address that accepts TCP connections but never answers. Each rank is a forked
+// process (the parameter is read once per process).
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "common/free_port.h"
+#include "common/text_file.h"
+#include "mp/forked_ranks.h"
+#include "nccl.h"
+
+namespace {
+
+struct Shared {
+  accl_forked::SharedId uid;
+  int result[2];
+  int64_t tookMs[2];
+};
+
+void rankEnv(const std::string& log) {
+  setenv("ACCL_INIT_TIMEOUT", "2", 1);
+  setenv("NCCL_DEBUG", "WARN", 1);
+  setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+  ncclResetDebugInit();
+}
+
+// Runs init on `ranks` forked processes: process i calls init(i, sh); returns each one's log.
+std::vector<std::string> runInits(Shared* sh, int procs, const std::function<ncclResult_t(int, Shared*)>& init) {
+  std::string base = testing::TempDir() + "accl_init_deadline_" + std::to_string(getpid());
+  std::vector<pid_t> pids;
+  accl_forked::forkRanks(
+      procs,
+      [&](int i) {
+        alarm(60);  // a hang kills the process (and fails the test)
+        rankEnv(base + "." + std::to_string(i) + ".log");
+        auto t0 = std::chrono::steady_clock::now();
+        sh->result[i] = init(i, sh);
+        sh->tookMs[i] =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+        _exit(0);
+      },
+      &pids);
+  std::vector<std::string> logs;
+  for (int i = 0; i < procs; i++) {
+    int status = 0;
+    waitpid(pids[i], &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "process " << i << " status " << status
+                                                               << " (SIGALRM = init hung)";
+    std::string path = base + "." + std::to_string(i) + ".log";
+    logs.push_back(accl_test::readFile(path));
+    unlink(path.c_str());
+  }
+  return logs;
+}
+
+ncclResult_t initOnce(Shared* sh, int nranks, int rank, bool makeId) {
+  if (makeId) {
+    if (ncclGetUniqueId(&sh->uid.id) != ncclSuccess) return ncclInternalError;
+    sh->uid.ready.store(1);
+  }
+  while (sh->uid.ready.load() == 0) usleep(1000);
+  ncclComm_t comm;
+  ncclResult_t r = ncclCommInitRank(&comm, nranks, sh->uid.id, rank);
+  if (r == ncclSuccess) ncclCommDestroy(comm);
+  return r;
+}
+
+const char* kWaitedRoot = "waited ACCL_INIT_TIMEOUT=2 s for the bootstrap root ";
+
+TEST(InitDeadline, ARankThatNeverJoinsFailsTheOthersNamingTheRoot) {
+  auto* sh = accl_forked::mapShared<Shared>();
+  ASSERT_NE(sh, nullptr);
+  // Rank 0 of 2 alone.
+  auto logs = runInits(sh, 1, [](int, Shared* s) { return initOnce(s, 2, 0, true); });
+  EXPECT_EQ(sh->result[0], ncclRemoteError);
+  EXPECT_LT(sh->tookMs[0], 20000);
+  EXPECT_NE(logs[0].find(kWaitedRoot), std::string::npos) << logs[0];
+  EXPECT_NE(logs[0].find("once all 2 ranks have joined"), std::string::npos) << logs[0];
+  munmap(sh, sizeof(Shared));
+}
+
+// A second rank 0: the root fails the whole rendezvous at once (no deadline needed), and both
+// say why.
+TEST(InitDeadline, ASecondRankZeroFailsBothAtOnceNamingIt) {
+  auto* sh = accl_forked::mapShared<Shared>();
+  ASSERT_NE(sh, nullptr);
+  auto logs = runInits(sh, 2, [](int i, Shared* s) {
+    if (i == 1) usleep(300 * 1000);  // the first rank 0 joins first
+    return initOnce(s, 2, 0, i == 0);
+  });
+  for (int i = 0; i < 2; i++) {
+    EXPECT_EQ(sh->result[i], ncclInvalidUsage) << logs[i];
+    EXPECT_NE(logs[i].find("rank 0 joined twice"), std::string::npos) << logs[i];
+    EXPECT_LT(sh->tookMs[i], 20000) << "process " << i;
+  }
+  munmap(sh, sizeof(Shared));
+}
+
+TEST(InitDeadline, AnAlteredUniqueIdIsRefusedAndTheOtherRankFailsAtTheDeadline) {
+  auto* sh = accl_forked::mapShared<Shared>();
+  ASSERT_NE(sh, nullptr);
+  auto logs = runInits(sh, 2, [](int i, Shared* s) {
+    if (i == 0) return initOnce(s, 2, 0, true);
+    while (s->uid.ready.load() == 0) usleep(1000);
+    ncclUniqueId id = s->uid.id;
+    id.internal[0] ^= 0x5a;  // one byte of the id's magic: the root takes it for another job's
+    ncclComm_t comm;
+    ncclResult_t r = ncclCommInitRank(&comm, 2, id, 1);
+    if (r == ncclSuccess) ncclCommDestroy(comm);
+    return r;
+  });
+  EXPECT_EQ(sh->result[0], ncclRemoteError) << logs[0];
+  EXPECT_NE(sh->result[1], ncclSuccess) << logs[1];
+  EXPECT_NE(logs[0].find(kWaitedRoot), std::string::npos) << logs[0];
+  // The refused rank is told the id's magic differs (not "the id is for X but reached X").
+  EXPECT_NE(logs[1].find("unique id whose magic does not match this root's id"), std::string::npos) << logs[1];
+  for (int i = 0; i < 2; i++) EXPECT_LT(sh->tookMs[i], 20000) << "process " << i << "\n" << logs[i];
+  if (getenv("ACCL_TEST_SHOW_LOGS")) printf("%s\n%s", logs[0].c_str(), logs[1].c_str());
+  munmap(sh, sizeof(Shared));
+}
+
+TEST(InitDeadline, ARootAddressThatNeverAnswersFailsNamingIt) {
+  // A loopback listener that never accepts: connections complete in the kernel's backlog and
+  // the hello is taken, but no reply ever comes.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int port = accl_test::freeLoopbackPort();
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(fd, 16), 0);
+  const std::string where = "127.0.0.1:" + std::to_string(port);
+  setenv("NCCL_COMM_ID", where.c_str(), 1);
+  auto* sh = accl_forked::mapShared<Shared>();
+  ASSERT_NE(sh, nullptr);
+  auto logs = runInits(sh, 1, [](int, Shared*) {
+    ncclUniqueId id;
+    if (ncclGetUniqueId(&id) != ncclSuccess) return ncclInternalError;  // from NCCL_COMM_ID
+    ncclComm_t comm;
+    ncclResult_t r = ncclCommInitRank(&comm, 2, id, 1);  // rank 1: it connects, rank 0 would serve
+    if (r == ncclSuccess) ncclCommDestroy(comm);
+    return r;
+  });
+  unsetenv("NCCL_COMM_ID");
+  close(fd);
+  EXPECT_EQ(sh->result[0], ncclRemoteError) << logs[0];
+  EXPECT_LT(sh->tookMs[0], 20000);
+  EXPECT_NE(logs[0].find(kWaitedRoot + where), std::string::npos) << logs[0];
+  munmap(sh, sizeof(Shared));
+}
+
+TEST(InitDeadline, ARootAddressWhereNothingListensFailsNamingIt) {
+  const int port = accl_test::freeLoopbackPort();
+  const std::string where = "127.0.0.1:" + std::to_string(port);
+  setenv("NCCL_COMM_ID", where.c_str(), 1);
+  auto* sh = accl_forked::mapShared<Shared>();
+  ASSERT_NE(sh, nullptr);
+  auto logs = runInits(sh, 1, [](int, Shared*) {
+    ncclUniqueId id;
+    if (ncclGetUniqueId(&id) != ncclSuccess) return ncclInternalError;
+    ncclComm_t comm;
+    ncclResult_t r = ncclCommInitRank(&comm, 2, id, 1);
+    if (r == ncclSuccess) ncclCommDestroy(comm);
+    return r;
+  });
+  unsetenv("NCCL_COMM_ID");
+  EXPECT_NE(sh->result[0], ncclSuccess) << logs[0];
+  EXPECT_LT(sh->tookMs[0], 20000);
+  EXPECT_NE(logs[0].find("could not connect to the bootstrap root (NCCL_COMM_ID) at " + where), std::string::npos)
+      << logs[0];
+  munmap(sh, sizeof(Shared));
+}
+
+}  // namespace
