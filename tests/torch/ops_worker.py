@@ -1,7 +1,9 @@
 """Per-rank body of test_ops: every op through "accl" against gloo (or a local reference where
 gloo lacks the op or dtype) on the same inputs. Run by torch.multiprocessing.spawn."""
 import datetime
+import math
 import os
+import time
 import traceback
 
 import torch
@@ -155,11 +157,20 @@ def run_all(rank, ws, gloo):
     dist.all_reduce_coalesced(ts)
     close(ts[0], local_reduce(ws, 10, torch.float32, Op.SUM), "all_reduce_coalesced[0]")
     close(ts[1], local_reduce(ws, 3, torch.float32, Op.SUM), "all_reduce_coalesced[1]")
-    outl = [[torch.empty(4) for _ in range(ws)], [torch.empty(2) for _ in range(ws)]]
-    dist.all_gather_coalesced(outl, [inp(rank, 4, torch.float32), inp(rank, 2, torch.float32)])
-    for r in range(ws):
-        close(outl[0][r], inp(r, 4, torch.float32), "all_gather_coalesced[0]")
-        close(outl[1][r], inp(r, 2, torch.float32), "all_gather_coalesced[1]")
+    # all_gather_coalesced: PyTorch's layout is outputs[rank][input]. Both as many inputs as
+    # ranks (where the transposed layout goes unnoticed without a value check) and not, with an
+    # empty input and mixed dtypes; against gloo and against the inputs themselves.
+    for shapes in ([(4,), (2, 3)][:ws] + [(5,)] * max(0, ws - 2), [(4,), (0,), (3, 2)]):
+        mk = lambda r: [inp(r * 7 + i, max(1, math.prod(s)), torch.float32 if i % 2 == 0 else torch.int64)  # noqa: E731
+                        [:math.prod(s)].view(s) for i, s in enumerate(shapes)]
+        outa = [[torch.empty_like(x) for x in mk(0)] for _ in range(ws)]
+        outg = [[torch.empty_like(x) for x in mk(0)] for _ in range(ws)]
+        dist.all_gather_coalesced(outa, mk(rank))
+        dist.all_gather_coalesced(outg, mk(rank), group=gloo)
+        for r in range(ws):
+            for i, x in enumerate(mk(r)):
+                close(outa[r][i], x, f"all_gather_coalesced[{r}][{i}] {shapes}")
+                close(outa[r][i], outg[r][i], f"all_gather_coalesced vs gloo [{r}][{i}] {shapes}")
 
     # send / recv ring, and batched isend/irecv
     t = inp(rank, 100, torch.float32)
@@ -177,6 +188,33 @@ def run_all(rank, ws, gloo):
     for q in reqs:
         q.wait()
     close(r2, inp((rank - 1) % ws, 100, torch.float32), "batch_isend_irecv")
+    # Every rank posts its receives first (gloo's test does), batched and one by one: they are
+    # held back and started together with the sends, so nothing waits for a peer's later op.
+    for batched in (True, False):
+        recvd = {p: torch.full((64,), -1.0) for p in range(ws) if p != rank}
+        ops = [(dist.irecv, recvd[p], p, p) for p in recvd] + \
+              [(dist.isend, inp(rank, 64, torch.float32), p, rank) for p in recvd]
+        if batched:
+            reqs = dist.batch_isend_irecv([dist.P2POp(f, x, p, tag=tag) for f, x, p, tag in ops])
+        else:
+            reqs = [f(x, p, tag=tag) for f, x, p, tag in ops]
+        for q in reqs:
+            q.wait()
+        for p, x in recvd.items():
+            close(x, inp(p, 64, torch.float32), f"irecv before isend (batched={batched}) from {p}")
+    # a send nobody waits on still goes out (started after a delay)
+    if ws >= 2 and rank < 2:
+        if rank == 0:
+            dist.isend(inp(0, 8, torch.float32), 1)
+            time.sleep(0.1)
+            assert gloo_flag(gloo, 0) == 1
+        else:
+            x = torch.empty(8)
+            dist.recv(x, 0)
+            close(x, inp(0, 8, torch.float32), "unwaited isend")
+            gloo_flag(gloo, 1)
+    else:
+        gloo_flag(gloo, 1)
     try:
         dist.recv(torch.empty(1))
         raise AssertionError("recv from any source should raise")
@@ -222,13 +260,46 @@ def run_all(rank, ws, gloo):
         close(t, torch.full((3,), float(sum(members))), "sub-group all_reduce")
         dist.barrier(group=sub)
 
-    # a clear error for unsupported reduce ops
+    # bitwise reductions, against gloo
+    for op in (Op.BAND, Op.BOR, Op.BXOR):
+        for dtype in (torch.int32, torch.int64, torch.uint8, torch.bool):
+            for n in (1, 1000):
+                x = (torch.arange(n) * 2654435761 + rank * 40503 + 7) % 251
+                x = (x % 2).bool() if dtype == torch.bool else x.to(dtype)
+                a, g = x.clone(), x.clone()
+                dist.all_reduce(a, op=op)
+                dist.all_reduce(g, op=op, group=gloo)
+                close(a, g, f"all_reduce {op} {dtype} n={n}")
+    # sparse all_reduce (SUM), against gloo; a rank may hold no nonzeros
+    for nnz in (2, 0 if rank == 0 else 3):
+        i = torch.stack([torch.arange(nnz) % (ws + 1), (torch.arange(nnz) * (rank + 1)) % (ws + 2)])
+        x = torch.sparse_coo_tensor(i, torch.arange(nnz, dtype=torch.float32) + rank, (ws + 1, ws + 2, 2)[:2])
+        a, g = x.clone(), x.clone()
+        dist.all_reduce(a)
+        dist.all_reduce(g, group=gloo)
+        close(a.to_dense(), g.to_dense(), f"sparse all_reduce nnz={nnz}")
+    # a clear error where a reduce op cannot apply
     try:
-        dist.all_reduce(torch.ones(2, dtype=torch.int32), op=Op.BAND)
-        raise AssertionError("BAND should raise")
+        dist.all_reduce(torch.ones(2), op=Op.BAND)
+        raise AssertionError("BAND on float should raise")
     except (RuntimeError, ValueError) as e:
-        assert "not supported" in str(e), str(e)
+        assert "integer or bool" in str(e), str(e)
+
+    # monitored barrier (the failure cases are in PyTorch's own tests, tests/torch/dist_suite.py)
+    try:
+        dist.monitored_barrier(timeout=datetime.timedelta(seconds=30))
+        dist.monitored_barrier(timeout=datetime.timedelta(seconds=30), wait_all_ranks=True)
+    except ValueError as e:  # torch 2.5's Python allows it on gloo only; the group's own method reaches us
+        assert "GLOO" in str(e), str(e)
+        dist.group.WORLD.monitored_barrier(datetime.timedelta(seconds=30), wait_all_ranks=True)
     dist.barrier()
+
+
+def gloo_flag(gloo, value):
+    """An all-reduce (MAX) of `value` on the gloo group: a side channel that never touches accl."""
+    t = torch.tensor([value])
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=gloo)
+    return int(t.item())
 
 
 def local_reduce(ws, n, dtype, op, small=False):

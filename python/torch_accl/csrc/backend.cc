@@ -15,6 +15,12 @@ bool libraryHasCuda() {
   const char* b = v ? std::strstr(v, "backends:") : nullptr;
   return b && std::strstr(b, "cuda");
 }
+
+// A send nobody waits on is started after this long (launchP2P): long enough that the ops a
+// program issues back to back are grouped even on a loaded machine.
+constexpr std::chrono::milliseconds kP2PFlushAfter{1000};
+
+int64_t nowTicks() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
 }  // namespace
 
 AcclBackend::AcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -83,6 +89,7 @@ void AcclBackend::eagerConnectSingleDevice(at::Device device) {
 }
 
 void AcclBackend::shutdown() {
+  flushP2P();  // a last isend before destroy_process_group still goes out
   {
     std::lock_guard<std::mutex> lk(qmu_);
     if (stopping_) return;
@@ -214,7 +221,7 @@ void AcclBackend::addCopyBack(AcclWork& w, at::Tensor dst, at::Tensor src) {
   };
 }
 
-void AcclBackend::launch(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body) {
+std::optional<c10::Device> AcclBackend::deviceOf(const AcclWork& work) const {
   // Every buffer of the op must be on one device: it decides the communicator and the path.
   std::optional<c10::Device> device;
   auto visit = [&](const at::Tensor& t) {
@@ -223,11 +230,102 @@ void AcclBackend::launch(const c10::intrusive_ptr<AcclWork>& work, const std::fu
       device = t.device();
       return;
     }
-    TORCH_CHECK(t.device() == *device, "accl: ", work->opName_, ": tensors on ", *device, " and ", t.device(),
+    TORCH_CHECK(t.device() == *device, "accl: ", work.opName_, ": tensors on ", *device, " and ", t.device(),
                 " in one op; all of an op's tensors must be on one device");
   };
-  for (auto& t : work->keepAlive_) visit(t);
-  for (auto& t : work->outputs_) visit(t);
+  for (auto& t : work.keepAlive_) visit(t);
+  for (auto& t : work.outputs_) visit(t);
+  return device;
+}
+
+void AcclBackend::launch(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body) {
+  std::lock_guard<std::mutex> lk(launchMu_);
+  flushPendingLocked();
+  launchLocked(work, body);
+}
+
+void AcclBackend::launchP2P(const c10::intrusive_ptr<AcclWork>& work, std::function<void(const Target&)> body) {
+  std::lock_guard<std::mutex> lk(launchMu_);
+  std::optional<c10::Device> device = deviceOf(*work);
+  bool cpu = !device || device->is_cpu();
+  if (!coalescing_ && !cpu) {  // CUDA: nothing blocks the host, so nothing needs holding back
+    flushPendingLocked();
+    return launchLocked(work, body);
+  }
+  if (!pending_.empty() && deviceOf(*pending_.front().work) != device) flushPendingLocked();
+  pending_.push_back(PendingOp{work, std::move(body)});
+  if (pendingSince_.load() == 0) pendingSince_.store(nowTicks());
+}
+
+void AcclBackend::flushP2P() {
+  std::lock_guard<std::mutex> lk(launchMu_);
+  flushPendingLocked();
+}
+
+c10::intrusive_ptr<AcclWork> AcclBackend::flushPendingLocked(bool raise) {
+  if (pending_.empty()) return {};
+  std::vector<PendingOp> ops;
+  ops.swap(pending_);
+  pendingSince_.store(0);
+  c10::intrusive_ptr<AcclWork> work = ops.front().work;
+  std::function<void(const Target&)> body = ops.front().body;
+  if (ops.size() > 1) {
+    std::vector<at::Tensor> outs;
+    for (auto& op : ops) outs.insert(outs.end(), op.work->outputs_.begin(), op.work->outputs_.end());
+    work = c10::make_intrusive<AcclWork>(rank_, c10d::OpType::COALESCED, "coalesced send/recv", timeout_, this, outs);
+    for (auto& op : ops) {
+      work->members_.push_back(op.work);
+      work->keepAlive_.insert(work->keepAlive_.end(), op.work->keepAlive_.begin(), op.work->keepAlive_.end());
+    }
+    body = [this, ops](const Target& tg) {
+      const Api& a = api();
+      check(a.ncclGroupStart(), "ncclGroupStart");
+      try {
+        for (auto& op : ops) op.body(tg);
+      } catch (...) {
+        a.ncclGroupEnd();
+        throw;
+      }
+      check(a.ncclGroupEnd(), "ncclGroupEnd");
+    };
+  }
+  try {
+    launchLocked(work, body);
+  } catch (...) {
+    // Whoever flushed (another op, a wait, the watchdog) is not the ops' caller: their Works
+    // carry the error, so each op's own wait() raises it.
+    auto err = std::current_exception();
+    for (auto& op : ops) {
+      if (op.work->launched_.load()) continue;
+      op.work->hostEnqueued();
+      op.work->finish(err);
+    }
+    if (raise) std::rethrow_exception(err);
+    return {};
+  }
+  return work;
+}
+
+void AcclBackend::startCoalescing() {
+  std::lock_guard<std::mutex> lk(launchMu_);
+  flushPendingLocked();
+  coalescing_ = true;
+}
+
+c10::intrusive_ptr<c10d::Work> AcclBackend::endCoalescing() {
+  std::lock_guard<std::mutex> lk(launchMu_);
+  coalescing_ = false;
+  if (!pending_.empty()) return flushPendingLocked(/*raise=*/true);  // endCoalescing's caller sees a failure
+  auto work = c10::make_intrusive<AcclWork>(rank_, c10d::OpType::COALESCED, "coalesced (empty)", timeout_, this,
+                                            std::vector<at::Tensor>{});
+  work->hostEnqueued();
+  work->finish(nullptr);
+  return work;
+}
+
+void AcclBackend::launchLocked(const c10::intrusive_ptr<AcclWork>& work,
+                               const std::function<void(const Target&)>& body) {
+  std::optional<c10::Device> device = deviceOf(*work);
   if (!device || device->is_cpu()) return launchHost(work, body);
   TORCH_CHECK(device->is_cuda(), "accl: ", work->opName_, ": tensors on ", *device,
               " - the accl backend serves CPU and CUDA tensors");
@@ -235,7 +333,6 @@ void AcclBackend::launch(const c10::intrusive_ptr<AcclWork>& work, const std::fu
 }
 
 void AcclBackend::launchHost(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body) {
-  std::lock_guard<std::mutex> lk(launchMu_);
   ncclHostEvent_t ev = nullptr;
   check(api().ncclHostEventCreate(&ev), "ncclHostEventCreate");
   try {
@@ -257,7 +354,6 @@ void AcclBackend::launchHost(const c10::intrusive_ptr<AcclWork>& work, const std
 // Nothing here blocks the host or queries the GPU, so an op also works inside CUDA graph capture.
 void AcclBackend::launchDevice(const c10::intrusive_ptr<AcclWork>& work, c10::Device device,
                                const std::function<void(const Target&)>& body) {
-  std::lock_guard<std::mutex> lk(launchMu_);
   DeviceComm& dc = deviceComm(device, work->collSeq_ != 0, work->opName_.c_str());
   c10::DeviceGuard deviceGuard(device);
   SideStream& side = *dc.stream;
@@ -266,8 +362,7 @@ void AcclBackend::launchDevice(const c10::intrusive_ptr<AcclWork>& work, c10::De
   side.recordTensors(work->outputs_);
   c10::StreamGuard streamGuard(side.stream());
   body(Target{dc.comm, side.handle()});
-  if (work->post_) work->post_();  // copy-back, ordered after the op on the side stream
-  work->post_ = nullptr;
+  work->runPost();  // copy-back (of every member of a batch), ordered after the op on the side stream
   work->keepAlive_.clear();  // the allocator keeps their memory until the side stream is done
   work->deviceEnqueued(device, side.recordEvent());
 }
@@ -307,15 +402,14 @@ void AcclBackend::completionLoop() {
       }
       err = std::make_exception_ptr(
           c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, msg));
-    } else if (w->post_) {
+    } else {
       try {
-        w->post_();
+        w->runPost();
       } catch (...) {
         err = std::current_exception();
       }
     }
     w->post_ = nullptr;
-    w->keepAlive_.clear();
     w->finish(err);
   }
 }
@@ -324,7 +418,13 @@ void AcclBackend::watchdogLoop() {
   uint64_t published = 0;
   std::unique_lock<std::mutex> lk(qmu_);
   while (!stopping_) {
-    wdCv_.wait_for(lk, std::chrono::milliseconds(500));
+    wdCv_.wait_for(lk, std::chrono::milliseconds(100));
+    int64_t held = pendingSince_.load();
+    if (held != 0 && nowTicks() - held > std::chrono::steady_clock::duration(kP2PFlushAfter).count()) {
+      lk.unlock();
+      flushP2P();  // a failure lands in the ops' Works
+      lk.lock();
+    }
     uint64_t seq = waitingSeq_.load();
     auto since = std::chrono::steady_clock::duration(waitingSince_.load());
     if (seq == 0 || seq == published ||

@@ -51,11 +51,23 @@ class AcclBackend : public c10d::Backend, public WorkOwner {
   // communicators. Idempotent: torch calls it on destroy_process_group, the destructor again.
   void shutdown() TORCH_ACCL_OVERRIDE_SINCE_2_15;
 
+  // Coalescing (batch_isend_irecv, _coalescing_manager): the sends and receives issued between
+  // start and end run as one NCCL group, so any order of them completes; endCoalescing returns
+  // one Work for all of them (each op's own Work completes with it). torch 2.5 has no
+  // supportsCoalescing() and issues a batch op by op; deferred point-to-point ops serve it.
+  bool supportsCoalescing() const TORCH_ACCL_OVERRIDE_SINCE_2_15 { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  // gloo's semantics through the group's store: rank 0 waits for every rank (for the first that
+  // does not arrive in time, or all of them with waitAllRanks), then releases them.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
+
   // WorkOwner
   std::string lastError() const override;
   void abortComm() override;
   std::string missingPeers(uint64_t seq) override;
   void checkDeviceComm(c10::Device device, const std::string& opName) override;
+  void flushP2P() override;
 
   // ---- collectives.cc ----
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;
@@ -123,6 +135,10 @@ class AcclBackend : public c10d::Backend, public WorkOwner {
   c10::intrusive_ptr<c10d::Work> allgatherLists(std::vector<std::vector<at::Tensor>>& outputs,
                                                 std::vector<at::Tensor>& inputs, std::chrono::milliseconds timeout,
                                                 const char* name, c10d::OpType type);
+  c10::intrusive_ptr<c10d::Work> allreduceSparse(at::Tensor& t, const c10d::AllreduceOptions& opts);
+  c10::intrusive_ptr<c10d::Work> allreduceBitwise(std::vector<at::Tensor>& tensors, const c10d::ReduceOp& rop,
+                                                  std::chrono::milliseconds timeout, const char* name,
+                                                  c10d::OpType type);
   void allGatherEach(const std::vector<at::Tensor>& ins, const std::vector<at::Tensor>& outs, const char* name,
                      const Target& t);
   c10::intrusive_ptr<c10d::Work> allgatherTensors(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
@@ -133,7 +149,19 @@ class AcclBackend : public c10d::Backend, public WorkOwner {
                                                       const std::vector<at::Tensor>& userOutputs);
 
   // Runs `body` (the op's NCCL calls) where the Work's tensors live, and completes the Work there.
+  // Point-to-point ops pending (launchP2P) are started first, so ops start in call order.
   void launch(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body);
+  // A send or receive on CPU tensors (any op while coalescing) is held back and started with the
+  // next ones as one NCCL group: when a Work of them is waited on or queried, before the next
+  // other op, at endCoalescing, or once it has waited kP2PFlushAfter (a send nobody waits on).
+  // So irecv-then-isend on both ranks completes, as on gloo. `body` must own what it uses.
+  void launchP2P(const c10::intrusive_ptr<AcclWork>& work, std::function<void(const Target&)> body);
+  // Starts what launchP2P holds (launchMu_ held); returns the Work that completes with it, or
+  // null when nothing was held. A launch failure lands in the ops' Works (their wait() raises
+  // it), and is raised here too with `raise`.
+  c10::intrusive_ptr<AcclWork> flushPendingLocked(bool raise = false);
+  std::optional<c10::Device> deviceOf(const AcclWork& work) const;
+  void launchLocked(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body);
   void launchHost(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body);
   void launchDevice(const c10::intrusive_ptr<AcclWork>& work, c10::Device device,
                     const std::function<void(const Target&)>& body);
@@ -147,6 +175,14 @@ class AcclBackend : public c10d::Backend, public WorkOwner {
   std::map<c10::DeviceIndex, DeviceComm> deviceComms_;
   int deviceCommsCreated_ = 0;  // names each one's unique id in the store
   std::mutex launchMu_;         // one op enqueued at a time, in call order
+  struct PendingOp {
+    c10::intrusive_ptr<AcclWork> work;
+    std::function<void(const Target&)> body;
+  };
+  std::vector<PendingOp> pending_;  // launchP2P, under launchMu_
+  std::atomic<int64_t> pendingSince_{0};  // steady clock ticks of the oldest pending op; 0: none
+  bool coalescing_ = false;
+  uint64_t monitoredBarriers_ = 0;
   std::mutex qmu_;
   std::condition_variable qcv_;   // completion thread: work queued / stopping
   std::condition_variable wdCv_;  // watchdog: stopping

@@ -14,6 +14,8 @@ std::vector<at::Tensor> flattenAll(const std::vector<at::Tensor>& ts) {
 
 c10::intrusive_ptr<c10d::Work> AcclBackend::allreduce(std::vector<at::Tensor>& tensors,
                                          const c10d::AllreduceOptions& opts) {
+  TORCH_CHECK(tensors.size() == 1, "accl: allreduce: expected exactly one tensor per process, got ", tensors.size());
+  if (tensors[0].defined() && tensors[0].layout() == at::kSparse) return allreduceSparse(tensors[0], opts);
   checkSingle(tensors, "allreduce");
   return allreduceImpl(tensors, opts.reduceOp, opts.timeout, "allreduce", c10d::OpType::ALLREDUCE);
 }
@@ -62,12 +64,22 @@ c10::intrusive_ptr<c10d::Work> AcclBackend::allgather(std::vector<std::vector<at
   return allgatherLists(outputs, inputs, opts.timeout, "allgather", c10d::OpType::ALLGATHER);
 }
 
+// PyTorch's layout (as documented, and as gloo reads it): outputs[rank][input], one list per rank
+// holding a tensor like each input.
 c10::intrusive_ptr<c10d::Work> AcclBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                    std::vector<at::Tensor>& inputs,
                                                    const c10d::AllgatherOptions& opts) {
-  TORCH_CHECK(outputs.size() == inputs.size(), "accl: allgather_coalesced: ", outputs.size(),
-              " output lists for ", inputs.size(), " inputs");
-  return allgatherLists(outputs, inputs, opts.timeout, "allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED);
+  const char* name = "allgather_coalesced";
+  TORCH_CHECK((int)outputs.size() == size_, "accl: ", name, ": expected one output list per rank (", size_,
+              "), got ", outputs.size());
+  // Transposed to the [input][rank] lists allgatherLists fills.
+  std::vector<std::vector<at::Tensor>> byInput(inputs.size());
+  for (int p = 0; p < size_; ++p) {
+    TORCH_CHECK(outputs[p].size() == inputs.size(), "accl: ", name, ": output list of rank ", p, " has ",
+                outputs[p].size(), " tensors for ", inputs.size(), " inputs");
+    for (size_t i = 0; i < inputs.size(); ++i) byInput[i].push_back(outputs[p][i]);
+  }
+  return allgatherLists(byInput, inputs, opts.timeout, name, c10d::OpType::ALLGATHER_COALESCED);
 }
 
 c10::intrusive_ptr<c10d::Work> AcclBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -269,7 +281,7 @@ c10::intrusive_ptr<c10d::Work> AcclBackend::send(std::vector<at::Tensor>& tensor
   auto work = newWork(c10d::OpType::SEND, "send", c10d::kUnsetTimeout, tensors);
   at::Tensor in = asNccl(tensors[0].contiguous());
   work->keepAlive_.push_back(in);
-  launch(work, [&](const Target& tg) {
+  launchP2P(work, [this, in, dst](const Target& tg) {
     check(api().ncclSend(in.data_ptr(), in.numel(), toNccl(in.scalar_type()), dst, tg.comm, tg.stream), "send");
   });
   return work;
@@ -280,7 +292,7 @@ c10::intrusive_ptr<c10d::Work> AcclBackend::recv(std::vector<at::Tensor>& tensor
   checkRoot(src, "recv");
   auto work = newWork(c10d::OpType::RECV, "recv", c10d::kUnsetTimeout, tensors);
   at::Tensor out = asNccl(stageOut(tensors[0], *work));
-  launch(work, [&](const Target& tg) {
+  launchP2P(work, [this, out, src](const Target& tg) {
     check(api().ncclRecv(out.data_ptr(), out.numel(), toNccl(out.scalar_type()), src, tg.comm, tg.stream), "recv");
   });
   return work;
@@ -297,8 +309,52 @@ c10::intrusive_ptr<c10d::Work> AcclBackend::barrier(const c10d::BarrierOptions& 
   return work;
 }
 
+// gloo's protocol, with the store as the wire: every rank but 0 announces itself and waits for
+// rank 0's release; rank 0 waits for each rank in turn (all of them with waitAllRanks) within
+// the timeout, then releases them. Messages as gloo's, which PyTorch's tests match. Keys are
+// numbered per call, in the group's own (prefixed) store. Blocking, in the caller's thread.
+void AcclBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+  using namespace std::chrono;
+  flushP2P();
+  auto timeout = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
+  auto start = steady_clock::now();
+  auto deadline = start + timeout;
+  std::string base = "accl/monitored_barrier/" + std::to_string(++monitoredBarriers_) + "/";
+  auto arrivedBy = [&](const std::string& key, steady_clock::time_point until) {
+    for (;;) {
+      if (store_->check({key})) return true;
+      if (steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+  };
+  auto ms = [&] { return duration_cast<milliseconds>(steady_clock::now() - start).count(); };
+  if (rank_ != 0) {
+    store_->set(base + "arrived/" + std::to_string(rank_), std::vector<uint8_t>{1});
+    TORCH_CHECK(arrivedBy(base + "released", deadline), "Rank ", rank_, " successfully reached monitoredBarrier, "
+                "but received errors while waiting for send/recv from rank 0 (no release within ", ms(), " ms)");
+    return;
+  }
+  std::vector<int> failed;
+  for (int p = 1; p < size_; ++p) {
+    if (!waitAllRanks && steady_clock::now() >= deadline && !store_->check({base + "arrived/" + std::to_string(p)}))
+      TORCH_CHECK(false, "Rank 0 timed out in monitoredBarrier after ", ms(), " ms (waiting for rank ", p, ")");
+    if (!arrivedBy(base + "arrived/" + std::to_string(p), deadline)) {
+      failed.push_back(p);
+      if (!waitAllRanks) break;
+    }
+  }
+  if (!failed.empty()) {
+    std::string list;
+    for (int p : failed) list += (list.empty() ? "" : ", ") + std::to_string(p);
+    TORCH_CHECK(false, failed.size() > 1 ? "Ranks " : "Rank ", list, " failed to pass monitoredBarrier in ", ms(),
+                " ms");
+  }
+  store_->set(base + "released", std::vector<uint8_t>{1});
+}
+
 c10::intrusive_ptr<c10d::Work> AcclBackend::allreduceImpl(std::vector<at::Tensor>& tensors, const c10d::ReduceOp& rop,
                                              std::chrono::milliseconds timeout, const char* name, c10d::OpType type) {
+  if (isBitwise(rop)) return allreduceBitwise(tensors, rop, timeout, name, type);
   std::vector<Reduction> reds;
   for (auto& t : tensors) {
     checkDense(t, name);
@@ -321,6 +377,82 @@ c10::intrusive_ptr<c10d::Work> AcclBackend::allreduceImpl(std::vector<at::Tensor
     }
     if (bufs.size() > 1) check(a.ncclGroupEnd(), "ncclGroupEnd");
   });
+  return work;
+}
+
+// BAND/BOR/BXOR have no NCCL equivalent: every rank gathers every input and folds them in rank
+// order (the same result on every rank). n times the memory of the input, as gloo's ring needs.
+c10::intrusive_ptr<c10d::Work> AcclBackend::allreduceBitwise(std::vector<at::Tensor>& tensors,
+                                                             const c10d::ReduceOp& rop,
+                                                             std::chrono::milliseconds timeout, const char* name,
+                                                             c10d::OpType type) {
+  for (auto& t : tensors) {
+    checkDense(t, name);
+    TORCH_CHECK(at::isIntegralType(t.scalar_type(), /*includeBool=*/true), "accl: ", name,
+                ": BAND/BOR/BXOR need integer or bool tensors, got ", t.scalar_type());
+  }
+  auto work = newWork(type, name, timeout, tensors);
+  std::vector<at::Tensor> bufs, gathered;
+  for (auto& t : tensors) {
+    bufs.push_back(stageInOut(t, *work));
+    gathered.push_back(at::empty({(int64_t)size_, bufs.back().numel()}, bufs.back().options()));
+  }
+  work->keepAlive_.insert(work->keepAlive_.end(), gathered.begin(), gathered.end());
+  auto op = rop.op_;
+  auto copyBack = std::move(work->post_);
+  work->post_ = [bufs, gathered, op, copyBack]() mutable {
+    for (size_t i = 0; i < bufs.size(); ++i) {
+      at::Tensor acc = gathered[i][0].clone();
+      for (int64_t p = 1; p < gathered[i].size(0); ++p) {
+        if (op == c10d::ReduceOp::BAND) acc.bitwise_and_(gathered[i][p]);
+        else if (op == c10d::ReduceOp::BOR) acc.bitwise_or_(gathered[i][p]);
+        else acc.bitwise_xor_(gathered[i][p]);
+      }
+      bufs[i].view({-1}).copy_(acc);
+    }
+    if (copyBack) copyBack();
+  };
+  std::vector<at::Tensor> flatIns;
+  for (auto& b : bufs) flatIns.push_back(b.view({-1}));
+  launch(work, [&](const Target& tg) { allGatherEach(flatIns, gathered, name, tg); });
+  return work;
+}
+
+// Sparse COO tensors (SUM, as gloo): the ranks' nonzero counts are all-gathered, then their
+// indices and values padded to the largest count, and every rank sums the n sparse tensors.
+// Both exchanges complete in the caller's thread; the Work returned is complete.
+c10::intrusive_ptr<c10d::Work> AcclBackend::allreduceSparse(at::Tensor& t, const c10d::AllreduceOptions& opts) {
+  const char* name = "allreduce (sparse)";
+  TORCH_CHECK(opts.reduceOp == c10d::ReduceOp::SUM, "accl: ", name, ": sparse tensors support SUM only");
+  TORCH_CHECK(t.is_cpu(), "accl: ", name, ": sparse tensors on CPU only, got ", t.device());
+  auto gather = [&](const at::Tensor& in) {
+    std::vector<at::Tensor> outs{at::empty({(int64_t)size_ * in.numel()}, in.options())}, ins{in.reshape({-1})};
+    allgatherTensors(outs, ins, opts.timeout, name, c10d::OpType::ALLREDUCE)->wait();
+    return outs[0];
+  };
+  at::Tensor c = t.coalesce();
+  int64_t nnz = c._nnz();
+  at::Tensor counts = gather(at::full({1}, nnz, at::kLong));
+  int64_t most = counts.max().item<int64_t>();
+  at::Tensor idx = at::zeros({c.sparse_dim(), most}, at::kLong);
+  idx.narrow(1, 0, nnz).copy_(c.indices());
+  std::vector<int64_t> valShape(c.values().sizes().begin(), c.values().sizes().end());
+  valShape[0] = most;
+  at::Tensor val = at::zeros(valShape, c.values().options());
+  val.narrow(0, 0, nnz).copy_(c.values());
+  at::Tensor allIdx = gather(idx).view({size_, c.sparse_dim(), most});
+  valShape.insert(valShape.begin(), size_);
+  at::Tensor allVal = gather(val).view(valShape);
+  at::Tensor sum;
+  for (int p = 0; p < size_; ++p) {
+    int64_t n = counts[p].item<int64_t>();
+    at::Tensor part = at::sparse_coo_tensor(allIdx[p].narrow(1, 0, n), allVal[p].narrow(0, 0, n), t.sizes());
+    sum = sum.defined() ? sum + part : part;
+  }
+  t.copy_(sum.coalesce());
+  auto work = newWork(c10d::OpType::ALLREDUCE, name, opts.timeout, {t});
+  work->hostEnqueued();
+  work->finish(nullptr);
   return work;
 }
 
@@ -348,10 +480,10 @@ c10::intrusive_ptr<c10d::Work> AcclBackend::allgatherLists(std::vector<std::vect
   auto flats = flatOuts;
   work->post_ = [outsCopy, flats]() mutable {
     for (size_t i = 0; i < outsCopy.size(); ++i) {
-      auto chunks = flats[i].chunk((int64_t)outsCopy[i].size());
+      int64_t n = flats[i].numel() / (int64_t)outsCopy[i].size();  // narrow, not chunk: n may be 0
       for (size_t p = 0; p < outsCopy[i].size(); ++p) {
         at::Tensor& o = outsCopy[i][p];
-        asNccl(o).copy_(chunks[p].view(asNccl(o).sizes()));
+        asNccl(o).copy_(flats[i].narrow(0, (int64_t)p * n, n).view(asNccl(o).sizes()));
       }
     }
   };
@@ -365,6 +497,7 @@ void AcclBackend::allGatherEach(const std::vector<at::Tensor>& ins, const std::v
   const Api& a = api();
   if (ins.size() > 1) check(a.ncclGroupStart(), "ncclGroupStart");
   for (size_t i = 0; i < ins.size(); ++i) {
+    if (ins[i].numel() == 0) continue;
     check(a.ncclAllGather(ins[i].data_ptr(), outs[i].data_ptr(), ins[i].numel(), toNccl(ins[i].scalar_type()), tg.comm,
                           tg.stream),
           name);

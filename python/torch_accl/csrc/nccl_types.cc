@@ -50,7 +50,7 @@ Reduction toNccl(const c10d::ReduceOp& rop, at::ScalarType t, const char* opName
     }
     default:
       TORCH_CHECK(false, "accl: ", opName, ": reduce op ", (int)rop.op_, " is not supported "
-                  "(BAND/BOR/BXOR have no NCCL equivalent)");
+                  "(BAND/BOR/BXOR have no NCCL equivalent; all_reduce serves them on its own)");
   }
   if (at::isComplexType(t)) {
     TORCH_CHECK(r.op == ncclSum || r.op == ncclAvg, "accl: ", opName,

@@ -18,6 +18,10 @@ struct Reduction {
   at::Tensor factorTensor;  // PREMUL_SUM with a tensor factor (it may live on the GPU)
 };
 Reduction toNccl(const c10d::ReduceOp& rop, at::ScalarType t, const char* opName);
+// BAND/BOR/BXOR: no NCCL op; all_reduce folds gathered inputs itself (allreduceBitwise).
+inline bool isBitwise(const c10d::ReduceOp& rop) {
+  return rop.op_ == c10d::ReduceOp::BAND || rop.op_ == c10d::ReduceOp::BOR || rop.op_ == c10d::ReduceOp::BXOR;
+}
 
 // PREMUL_SUM's scaling, in place and into a new tensor; on the tensor's device and (CUDA) the
 // current stream, without a host sync when the factor lives on that device.

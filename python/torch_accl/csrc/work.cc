@@ -10,34 +10,40 @@ AcclWork::AcclWork(int rank, c10d::OpType type, std::string opName, std::chrono:
       owner_(owner) {}
 
 bool AcclWork::isCompleted() {
+  ensureLaunched();
   if (device_) return done_ev_->query();
   std::lock_guard<std::mutex> lk(mu_);
   return done_;
 }
 
 bool AcclWork::isSuccess() const {
+  ensureLaunched();
   if (device_) return done_ev_->query();
   std::lock_guard<std::mutex> lk(mu_);
   return done_ && !error_;
 }
 
 std::exception_ptr AcclWork::exception() const {
+  ensureLaunched();
   std::lock_guard<std::mutex> lk(mu_);
   return error_;
 }
 
 void AcclWork::synchronize() {
+  ensureLaunched();
   if (device_) makeCurrentStreamWait(*done_ev_, *device_);
 }
 
 #if TORCH_ACCL_WORK_HAS_BLOCK_CURRENT_STREAM
 void AcclWork::blockCurrentStream() {
+  ensureLaunched();
   if (!device_) return c10d::Work::blockCurrentStream();
   makeCurrentStreamWait(*done_ev_, *device_);
 }
 #endif
 
 bool AcclWork::wait(std::chrono::milliseconds timeout) {
+  ensureLaunched();
   if (!device_) return waitHost(timeout);
   makeCurrentStreamWait(*done_ev_, *device_);
   owner_->checkDeviceComm(*device_, opName_);
@@ -46,6 +52,14 @@ bool AcclWork::wait(std::chrono::milliseconds timeout) {
 
 void AcclWork::hostEnqueued() {
   future_ = c10::make_intrusive<at::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  for (auto& m : members_) m->hostEnqueued();
+  launched_.store(true);
+}
+
+void AcclWork::runPost() {
+  if (post_) post_();
+  post_ = nullptr;
+  for (auto& m : members_) m->runPost();
 }
 
 void AcclWork::finish(std::exception_ptr err) {
@@ -60,6 +74,9 @@ void AcclWork::finish(std::exception_ptr err) {
   } else {
     future_->markCompleted(c10::IValue(outputs_));
   }
+  keepAlive_.clear();
+  for (auto& m : members_) m->finish(err);
+  members_.clear();
 }
 
 void AcclWork::deviceEnqueued(c10::Device device, std::shared_ptr<c10::Event> done) {
@@ -70,6 +87,9 @@ void AcclWork::deviceEnqueued(c10::Device device, std::shared_ptr<c10::Event> do
   future_ = c10::make_intrusive<at::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
                                                     std::vector<c10::Device>{device});
   future_->markCompleted(c10::IValue(outputs_));
+  for (auto& m : members_) m->deviceEnqueued(device, done_ev_);
+  members_.clear();
+  launched_.store(true);
 }
 
 bool AcclWork::waitHost(std::chrono::milliseconds timeout) {
@@ -84,7 +104,8 @@ bool AcclWork::waitHost(std::chrono::milliseconds timeout) {
     owner_->abortComm();
     lk.lock();
     cv_.wait_for(lk, std::chrono::seconds(5), [&] { return done_; });
-    TORCH_CHECK(false, "accl: ", opName_, " on rank ", rank_, " timed out after ", limit.count(),
+    // "Timed out" is what PyTorch's tests (and log scrapers) look for, as gloo and NCCL say it.
+    TORCH_CHECK(false, "accl: ", opName_, " on rank ", rank_, ": Timed out after ", limit.count(),
                 " ms (process-group timeout)", owner_->missingPeers(collSeq_), last.empty() ? "" : " - ", last,
                 ". The communicator was aborted.");
   }

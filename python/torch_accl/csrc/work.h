@@ -10,6 +10,7 @@
 //   stream wait for the event and raises if the communicator has failed; the host does not wait.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -39,6 +40,8 @@ class WorkOwner {
   virtual std::string missingPeers(uint64_t seq) = 0;
   // Raises DistBackendError naming `opName` when the communicator serving `device` has failed.
   virtual void checkDeviceComm(c10::Device device, const std::string& opName) = 0;
+  // Starts the point-to-point ops held back for grouping (AcclBackend::launchP2P).
+  virtual void flushP2P() = 0;
 };
 
 class AcclWork : public c10d::Work {
@@ -50,7 +53,10 @@ class AcclWork : public c10d::Work {
   bool isSuccess() const override;
   std::exception_ptr exception() const override;
   std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    ensureLaunched();
+    return future_;
+  }
   void synchronize() override;
   bool wait(std::chrono::milliseconds timeout) override;
 #if TORCH_ACCL_WORK_HAS_BLOCK_CURRENT_STREAM
@@ -60,6 +66,8 @@ class AcclWork : public c10d::Work {
 
   // Host path: the Future, then (completion thread) the outcome.
   void hostEnqueued();
+  // Copy-back of this op and of its members, then finish() (members too).
+  void runPost();
   void finish(std::exception_ptr err);
   // Device path: called on the side stream (a StreamGuard is active) once the op is queued.
   void deviceEnqueued(c10::Device device, std::shared_ptr<c10::Event> done);
@@ -71,9 +79,16 @@ class AcclWork : public c10d::Work {
   std::function<void()> post_;         // copy-back of staged outputs, after the op
   ncclHostEvent_t event_ = nullptr;    // host path
   uint64_t collSeq_ = 0;               // collective number in this group (0: point-to-point)
+  // The ops of a batch (launched as one NCCL group): they complete with this Work.
+  std::vector<c10::intrusive_ptr<AcclWork>> members_;
+  std::atomic<bool> launched_{false};  // false while held back by launchP2P
 
  private:
   bool waitHost(std::chrono::milliseconds timeout);
+  // A Work held back for grouping is started before anyone looks at it.
+  void ensureLaunched() const {
+    if (!launched_.load()) owner_->flushP2P();
+  }
 
   WorkOwner* owner_;
   c10::intrusive_ptr<at::ivalue::Future> future_;
