@@ -21,16 +21,16 @@ VENV=${VENV:-$ROOT/.venv}
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/accl
 has_torch() {  # has_torch <env> <version>
   [[ -x $1/bin/python ]] &&
-    "$1/bin/python" -c "import sys, torch, pytest, numpy; sys.exit(torch.__version__.split('+')[0] != '$2')" 2>/dev/null
+    "$1/bin/python" -c "import sys, torch, pytest, numpy, expecttest; sys.exit(torch.__version__.split('+')[0] != '$2')" 2>/dev/null
 }
 install_torch() {  # install_torch <env> <version>
   if has_torch "$1" "$2"; then
-    echo "install-torch: torch $2, numpy and pytest present in $1"
+    echo "install-torch: torch $2, numpy, pytest and expecttest present in $1"
   else
-    echo "install-torch: downloading torch==$2, numpy and pytest from PyPI into $1 (~5 GB with its CUDA"
+    echo "install-torch: downloading torch==$2, numpy, pytest, expecttest from PyPI into $1 (~5 GB with its CUDA"
     echo "install-torch: wheels, once per machine): the PyTorch backend's tests and benchmarks need them"
     [[ -x $1/bin/python ]] || /usr/bin/python3 -m venv "$1"
-    "$1/bin/python" -m pip install -q "torch==$2" numpy pytest
+    "$1/bin/python" -m pip install -q "torch==$2" numpy pytest expecttest
   fi
 }
 purelib() { "$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }

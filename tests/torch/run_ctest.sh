@@ -1,10 +1,12 @@
 #!/bin/sh
-# ctest entry for the PyTorch suite: tests/torch/run_ctest.sh <repo root> <path of libnccl.so.2>
+# ctest entry for the PyTorch suite: tests/torch/run_ctest.sh <repo root> <path of libnccl.so.2> [script args]
+# Without [script args] it runs the pytest suite; with them, `python <script args>` (dist_suite.py).
 # Fails (never skips) when the virtual environment with torch is missing: `make deps-torch` makes it.
 # (Re)builds the torch_accl extension into the venv when it is absent or older than its source.
 set -eu
 ROOT=$1
 LIB=$2
+shift 2
 VENV=${VENV:-$ROOT/.venv}
 PY=$VENV/bin/python
 if ! [ -x "$PY" ] || ! "$PY" -c "import torch, pytest" 2>/dev/null; then
@@ -21,4 +23,5 @@ fi
 export ACCL_LIBNCCL="$LIB" OMP_NUM_THREADS=1
 cd "$ROOT"
 "$PY" -c 'import torch; print("torch", torch.__version__)'
+[ $# -gt 0 ] && exec "$PY" "$@"
 exec "$PY" -m pytest tests/torch -q -p no:cacheprovider
