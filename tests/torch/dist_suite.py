@@ -250,7 +250,8 @@ def report(results, modes, args):
                 if not g or g["status"] == r["status"]:
                     continue
                 known = KNOWN_DIFFERENCES.get(name) if m == "accl-as-gloo" else None
-                why = known or (r["detail"].strip().splitlines() or [""])[-1][:300]
+                errs = [ln for ln in r["detail"].splitlines() if re.search(r"Error|Exception|accl:", ln)]
+                why = known or (errs or r["detail"].strip().splitlines() or [""])[-1].strip()[:300]
                 print(f"  [{m} ws={ws}] {name}: gloo {g['status']}, accl {r['status']}: {why}")
                 if m == "accl-as-gloo" and g["status"] == "passed" and not known:
                     bad.append((ws, name, r))

@@ -159,10 +159,11 @@ def run_all(rank, ws, gloo):
     close(ts[1], local_reduce(ws, 3, torch.float32, Op.SUM), "all_reduce_coalesced[1]")
     # all_gather_coalesced: PyTorch's layout is outputs[rank][input]. Both as many inputs as
     # ranks (where the transposed layout goes unnoticed without a value check) and not, with an
-    # empty input and mixed dtypes; against gloo and against the inputs themselves.
-    for shapes in ([(4,), (2, 3)][:ws] + [(5,)] * max(0, ws - 2), [(4,), (0,), (3, 2)]):
-        mk = lambda r: [inp(r * 7 + i, max(1, math.prod(s)), torch.float32 if i % 2 == 0 else torch.int64)  # noqa: E731
-                        [:math.prod(s)].view(s) for i, s in enumerate(shapes)]
+    # empty input (torch wants one dtype per call); against gloo and against the inputs themselves.
+    for shapes, dt in (([(4,), (2, 3)][:ws] + [(5,)] * max(0, ws - 2), torch.float32),
+                       ([(4,), (0,), (3, 2)], torch.int64)):
+        mk = lambda r: [inp(r * 7 + i, max(1, math.prod(s)), dt)[:math.prod(s)].view(s)  # noqa: E731
+                        for i, s in enumerate(shapes)]
         outa = [[torch.empty_like(x) for x in mk(0)] for _ in range(ws)]
         outg = [[torch.empty_like(x) for x in mk(0)] for _ in range(ws)]
         dist.all_gather_coalesced(outa, mk(rank))

@@ -436,10 +436,11 @@ c10::intrusive_ptr<c10d::Work> AcclBackend::allreduceSparse(at::Tensor& t, const
   int64_t most = counts.max().item<int64_t>();
   at::Tensor idx = at::zeros({c.sparse_dim(), most}, at::kLong);
   idx.narrow(1, 0, nnz).copy_(c.indices());
-  std::vector<int64_t> valShape(c.values().sizes().begin(), c.values().sizes().end());
+  at::Tensor values = c.values();  // one Tensor: its sizes() must outlive valShape's copy
+  std::vector<int64_t> valShape = values.sizes().vec();
   valShape[0] = most;
-  at::Tensor val = at::zeros(valShape, c.values().options());
-  val.narrow(0, 0, nnz).copy_(c.values());
+  at::Tensor val = at::zeros(valShape, values.options());
+  val.narrow(0, 0, nnz).copy_(values);
   at::Tensor allIdx = gather(idx).view({size_, c.sparse_dim(), most});
   valShape.insert(valShape.begin(), size_);
   at::Tensor allVal = gather(val).view(valShape);
