@@ -23,6 +23,9 @@ has_torch() {  # has_torch <env> <version>
   [[ -x $1/bin/python ]] &&
     "$1/bin/python" -c "import sys, torch, pytest, numpy, expecttest; sys.exit(torch.__version__.split('+')[0] != '$2')" 2>/dev/null
 }
+# expecttest: torch.testing._internal imports it (PyTorch's own distributed tests,
+# tests/torch/dist_suite.py); pip keeps an installed torch==<version>, so an older cache only
+# gains what it lacks.
 install_torch() {  # install_torch <env> <version>
   if has_torch "$1" "$2"; then
     echo "install-torch: torch $2, numpy, pytest and expecttest present in $1"
