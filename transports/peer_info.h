@@ -9,6 +9,8 @@
 
 namespace accl {
 
+constexpr int kMaxSocketRails = 4;  // interfaces of one network a socket connection stripes over
+
 struct PeerInfo {
   int rank;
   int pid;
@@ -30,6 +32,11 @@ struct PeerInfo {
   // The same memory's address in the publishing process (0: none): a peer in that very
   // process uses it directly (a process cannot open its own IPC handle).
   uint64_t deviceRingAddr;
+  // Socket rails (topo::railsOf: hpn0, hpn1, ...): a data listener on each, in name order;
+  // rail r of one rank connects to rail r of another. dataAddr is one of them.
+  int32_t nrails;
+  net::SockAddr railAddr[kMaxSocketRails];
+  char railIfname[kMaxSocketRails][16];
 };
 
 // "rank 3 (host pod1, 10.77.2.2:41000, interface hpn0)", for error messages.

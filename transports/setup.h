@@ -32,6 +32,7 @@ struct TransportSetup {
   size_t ringBytes = 0;                          // capacity of each direction's byte ring
   Doorbell* bell = nullptr;                      // rung when data or space for this rank appears
   const topo::NetIf* dataIf = nullptr;           // the interface chosen for data between hosts
+  const std::vector<topo::NetIf>* rails = nullptr;  // its rails (topo::railsOf; null: dataIf alone)
   std::string netName;                           // NCCL_NET / config.netName ("" = any)
   const topo::CpuMask* helperCpus = nullptr;     // where helper threads run (null/empty: anywhere)
   const topo::RankLocality* locality = nullptr;  // the rank's GPU and NUMA node (null: unknown)

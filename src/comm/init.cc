@@ -95,6 +95,8 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   }
   INFO(kSubsysNet | kSubsysInit, "rank %d: data interface %s (%s): %s", rank, ifs[0].name.c_str(),
        ifs[0].addr.str().c_str(), why.c_str());
+  const std::vector<topo::NetIf> rails =
+      topo::railsOf(ifs, 0, static_cast<int>(std::clamp<int64_t>(param::socketRails(), 1, kMaxSocketRails)));
   NCCLCHECK(Bootstrap::init(id, rank, nranks, &c->abortFlag, &c->bootstrap));
   c->ringBytes = channelBytes(param::buffSize());
 
@@ -123,6 +125,7 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   {
     TransportSetup ctx = c->transportSetup();
     ctx.dataIf = &ifs[0];
+    ctx.rails = &rails;
     for (auto& t : c->transports) NCCLCHECK(t->publish(ctx, &me));
   }
   NCCLCHECK(c->bootstrap->allGather(c->peers.data(), sizeof(PeerInfo)));
@@ -155,6 +158,7 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   for (size_t t = 0; t < c->transports.size(); t++) {
     TransportSetup ctx = c->transportSetup();
     ctx.dataIf = &ifs[0];
+    ctx.rails = &rails;
     NCCLCHECK(c->transports[t]->setup(ctx, chosen[t]));
     if (!chosen[t].empty())
       used += (used.empty() ? "" : "+") + std::string(c->transports[t]->name()) + " (" +

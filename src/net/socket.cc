@@ -209,7 +209,7 @@ void failDeadLinkWithin(const Socket& s, int timeoutMs) {
 }
 
 ncclResult_t connectWithin(const SockAddr& addr, Socket* out, int timeoutMs, std::string* why,
-                           const std::atomic<int>* abortFlag, bool retryRefused) {
+                           const std::atomic<int>* abortFlag, bool retryRefused, const SockAddr* local) {
   using Clock = std::chrono::steady_clock;
   auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs);
   for (;;) {
@@ -222,6 +222,14 @@ ncclResult_t connectWithin(const SockAddr& addr, Socket* out, int timeoutMs, std
     if (!s.valid()) {
       *why = strerror(errno);
       return ncclSystemError;
+    }
+    if (local != nullptr && local->len != 0) {
+      SockAddr from = *local;
+      from.setPort(0);
+      if (bind(s.fd(), reinterpret_cast<const sockaddr*>(&from.ss), from.len) != 0) {
+        *why = "cannot bind to " + from.str() + ": " + strerror(errno);
+        return ncclSystemError;
+      }
     }
     int err = 0;
     if (connect(s.fd(), reinterpret_cast<const sockaddr*>(&addr.ss), addr.len) != 0) {

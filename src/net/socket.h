@@ -90,7 +90,9 @@ void failDeadLinkWithin(const Socket& s, int timeoutMs);
 // be listening yet) until timeoutMs elapses. No WARN; on failure *why says what happened
 // ("Connection refused", "no answer within 5000 ms"). ncclInternalError if aborted.
 // retryRefused=false: a refusal ends the attempt at once (a probe: the host answered).
+// `local` (optional): the source address to bind first (port 0), e.g. one rail's interface.
 ncclResult_t connectWithin(const SockAddr& addr, Socket* out, int timeoutMs, std::string* why,
-                           const std::atomic<int>* abortFlag = nullptr, bool retryRefused = true);
+                           const std::atomic<int>* abortFlag = nullptr, bool retryRefused = true,
+                           const SockAddr* local = nullptr);
 
 }  // namespace accl::net

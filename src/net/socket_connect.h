@@ -21,12 +21,17 @@ struct MeshSelf {
   std::string hostname;
   std::string ifname;  // the interface `addr` belongs to
   SockAddr addr;       // where the listener is bound
+  std::vector<SockAddr> railAddrs;  // our address on each rail (source of rail r's sockets)
 };
 
 struct MeshPeer {
   int rank = -1;
   SockAddr addr;       // its data listener
   std::string name;    // "rank 3 (host pod1, 10.77.2.2:41000, hpn0)", for messages
+  // Its data listener on each rail, when the pair uses several (rail r's sockets go there from
+  // our address on rail r); empty: one rail, `addr`.
+  std::vector<SockAddr> railAddrs;
+  std::vector<std::string> railNames;  // `name` as seen on each rail
 };
 
 // First bytes of every data socket: who is calling, for which communicator, which stripe.
@@ -40,7 +45,8 @@ struct DataHandshake {
   int32_t pad;
 };
 
-// The connecting (lower-rank) side of one pair: opens `nsocks` sockets to `peer`, each within
+// The connecting (lower-rank) side of one pair: opens `nsocks` sockets to `peer` (split evenly
+// over its rails in order: socket i is on rail i / (nsocks / rails)), each within
 // ACCL_SOCKET_CONNECT_TIMEOUT_MSEC, sends their handshakes and tunes them. An unreachable peer
 // is WARNed naming it (ncclRemoteError); abort gives ncclInternalError.
 ncclResult_t connectDataSockets(const MeshSelf& self, const MeshPeer& peer, int nsocks,

@@ -60,6 +60,14 @@ bool isLoopback(const net::SockAddr& addr);
 // address's subnet (as NCCL does; none -> ncclSystemError); else selectInterfaces(.., 1, ..).
 ncclResult_t selectBootstrapInterface(NetIf* out, std::string* reason = nullptr);
 
+// The rails of the chosen interface admitted[chosen]: every admitted interface of the same
+// network (same name stem, "hpn" for hpn0/hpn1; same family; not loopback), at most maxRails,
+// in name order so that rail r is the same plane on every host. Rails should be on distinct
+// subnets (or policy routing), so that the route to a peer's rail leaves through our own.
+// One rail (the chosen interface) when maxRails <= 1 or nothing else matches.
+std::vector<NetIf> railsOf(const std::vector<NetIf>& admitted, size_t chosen, int maxRails);
+std::string interfaceStem(const std::string& name);  // "hpn1" -> "hpn"
+
 // Host identity: NCCL_HOSTID if set, else boot id + network namespace inode. Ranks with equal
 // identity share memory; different network namespaces count as different hosts (pods).
 std::string hostIdentity();

@@ -71,3 +71,22 @@ in_pod() {
 
 # tx bytes of an interface inside pod i.
 pod_tx_bytes() { ip netns exec "$(pod "$1")" cat "/sys/class/net/$2/statistics/tx_bytes"; }
+
+# Gives every pod a second rail, hpn1 = 10.77.3.(i+1)/24 on its own bridge (a second network
+# plane), shaped like hpn0. Call after pods_up.
+pod_hpn1_ip() { echo "10.77.3.$(($1 + 1))"; }
+pods_add_rail() {
+  local i ns
+  ip -n "$SWITCH_NS" link add brhpn1 type bridge && ip -n "$SWITCH_NS" link set brhpn1 up || return 1
+  for i in $(seq 0 $((POD_COUNT - 1))); do
+    ns=$(pod "$i")
+    ip link add hpn1 netns "$ns" type veth peer name "shpn1x$i" netns "$SWITCH_NS" || return 1
+    ip -n "$SWITCH_NS" link set "shpn1x$i" master brhpn1 up || return 1
+    ip -n "$ns" addr add "$(pod_hpn1_ip "$i")/24" dev hpn1 && ip -n "$ns" link set hpn1 up || return 1
+    ip netns exec "$ns" tc qdisc add dev hpn1 root tbf rate "$HPN_RATE" burst 2mb latency 20ms || return 1
+  done
+  for i in $(seq 0 $((POD_COUNT - 1))); do
+    ip netns exec "$(pod "$i")" sh -c 'for t in $(seq 50); do
+      grep -q up /sys/class/net/hpn1/operstate && exit 0; sleep 0.1; done; exit 1' || return 1
+  done
+}

@@ -1,5 +1,6 @@
 // net_transport.cc: sockets (lazy, see net_transport.h) or a net plugin between hosts.
 #include "transports/net/net_transport.h"
+#include <algorithm>
 #include <cstring>
 #include "base/check.h"
 #include "bootstrap/acceptor.h"
@@ -7,9 +8,24 @@
 namespace accl {
 namespace {
 
-SocketPeer describeSocketPeer(const std::vector<PeerInfo>& peers, int me, int p) {
+int railsBetween(const PeerInfo& a, const PeerInfo& b) {
+  return std::clamp(std::min(a.nrails, b.nrails), 1, kMaxSocketRails);
+}
+
+std::string fixedText(const char* s, size_t cap) { return std::string(s, strnlen(s, cap)); }
+
+SocketPeer describeSocketPeer(const std::vector<PeerInfo>& peers, int me, int p, int socksPerRail) {
   const PeerInfo& info = peers[p];
-  return SocketPeer{me, p, info.hostname, info.dataAddr.str(), peers[me].ifname};
+  SocketPeer who(me, p, info.hostname, info.dataAddr.str(), peers[me].ifname);
+  const int rails = railsBetween(peers[me], info);
+  if (rails > 1) {
+    for (int r = 0; r < rails; r++) {
+      who.railAddrs.push_back(info.railAddr[r].str());
+      who.railIfnames.push_back(fixedText(peers[me].railIfname[r], sizeof(peers[me].railIfname[r])));
+    }
+    who.socksPerRail = socksPerRail;
+  }
+  return who;
 }
 
 // The communicator's handle on a connection the acceptor may still be filling: both hold it.
@@ -35,16 +51,35 @@ NetTransport::NetTransport() = default;
 
 NetTransport::~NetTransport() {
   stopAcceptor_.store(1);
-  listener_.shutdownBoth();  // wakes the acceptor's poll
-  if (acceptor_.joinable()) acceptor_.join();
+  for (auto& l : listeners_) l.shutdownBoth();  // wakes the acceptors' poll
+  for (auto& t : acceptors_)
+    if (t.joinable()) t.join();
 }
 
 ncclResult_t NetTransport::publish(TransportSetup& ctx, PeerInfo* me) {
-  // A data listener on the selected interface's address only, for the internal socket transport.
-  net::SockAddr bound;
-  NCCLCHECK(net::listenOn(ctx.dataIf->addr, &listener_, &bound));
-  me->dataAddr = bound;
+  // A data listener on each rail's address only (the selected interface's when it is alone),
+  // for the internal socket transport.
+  std::vector<topo::NetIf> rails = ctx.rails ? *ctx.rails : std::vector<topo::NetIf>{*ctx.dataIf};
+  if (rails.empty() || static_cast<int>(rails.size()) > kMaxSocketRails) rails.assign(1, *ctx.dataIf);
+  me->nrails = static_cast<int32_t>(rails.size());
+  listeners_.resize(rails.size());
+  me->dataAddr = net::SockAddr{};
+  for (size_t r = 0; r < rails.size(); r++) {
+    net::SockAddr bound;
+    NCCLCHECK(net::listenOn(rails[r].addr, &listeners_[r], &bound));
+    me->railAddr[r] = bound;
+    std::memset(me->railIfname[r], 0, sizeof(me->railIfname[r]));
+    rails[r].name.copy(me->railIfname[r], sizeof(me->railIfname[r]) - 1);
+    if (rails[r].name == ctx.dataIf->name) me->dataAddr = bound;
+  }
+  if (me->dataAddr.len == 0) me->dataAddr = me->railAddr[0];
   return ncclSuccess;
+}
+
+SocketLayout NetTransport::layoutFor(int peer) const {
+  SocketLayout layout = layout_;
+  layout.nrails = railsBetween((*peers_)[static_cast<size_t>(self_.rank)], (*peers_)[static_cast<size_t>(peer)]);
+  return layout;
 }
 
 ncclResult_t NetTransport::setup(TransportSetup& ctx, const std::vector<int>& peers) {
@@ -58,7 +93,8 @@ ncclResult_t NetTransport::setup(TransportSetup& ctx, const std::vector<int>& pe
   // Internal sockets: nothing connects here; remember what connect() and the acceptor need.
   const PeerInfo& me = ctx.me();
   sockets_ = true;
-  self_ = net::MeshSelf{ctx.rank, ctx.bootstrap->magic(), ctx.nonce, me.hostname, me.ifname, me.dataAddr};
+  self_ = net::MeshSelf{ctx.rank, ctx.bootstrap->magic(), ctx.nonce, me.hostname, me.ifname, me.dataAddr, {}};
+  for (int r = 0; r < std::clamp(me.nrails, 1, kMaxSocketRails); r++) self_.railAddrs.push_back(me.railAddr[r]);
   peers_ = ctx.peers;
   layout_ = socketLayout();
   ringBytes_ = ctx.ringBytes;
@@ -69,28 +105,41 @@ ncclResult_t NetTransport::setup(TransportSetup& ctx, const std::vector<int>& pe
   for (int p : peers) {
     mine_[static_cast<size_t>(p)] = true;
     lowerPeers_ += p < ctx.rank;
+    const SocketLayout layout = layoutFor(p);
+    if (layout.nrails > 1) {
+      const PeerInfo& peer = (*peers_)[static_cast<size_t>(p)];
+      std::string list;
+      for (int r = 0; r < layout.nrails; r++)
+        list += std::string(list.empty() ? "" : ", ") + fixedText(me.railIfname[r], sizeof(me.railIfname[r])) + " (" +
+                me.railAddr[r].str() + ") -> " + peer.railAddr[r].str();
+      INFO(kSubsysInit | kSubsysNet, "rank %d: NET/Socket: %d rails to rank %d (host %s): %s; %d socket(s) on %d thread(s) per rail",
+           ctx.rank, layout.nrails, p, peer.hostname, list.c_str(), layout.perRail(), layout.nthreads);
+    }
   }
   if (lowerPeers_ > 0) {
-    acceptor_ = std::thread([this] {
-      cpus_.applyToCurrentThread();
-      acceptLoop();
-    });
+    for (const net::Socket& listener : listeners_) {
+      acceptors_.emplace_back([this, &listener] {
+        cpus_.applyToCurrentThread();
+        acceptLoop(listener);
+      });
+    }
   }
   return ncclSuccess;
 }
 
 std::shared_ptr<SocketConnection> NetTransport::incomingConnection(int peer) {
   Incoming& in = incoming_[peer];
-  if (!in.conn)
-    in.conn = makeSocketConnection(ringBytes_, layout_, bell_, describeSocketPeer(*peers_, self_.rank, peer), cpus_,
-                                   pinHost_);
+  if (!in.conn) {
+    const SocketLayout layout = layoutFor(peer);
+    in.conn = makeSocketConnection(ringBytes_, layout, bell_,
+                                   describeSocketPeer(*peers_, self_.rank, peer, layout.perRail()), cpus_, pinHost_);
+  }
   return in.conn;
 }
 
-void NetTransport::acceptLoop() {
-  boot::HandshakeAcceptor acceptor(listener_, self_.magic, sizeof(net::DataHandshake),
+void NetTransport::acceptLoop(const net::Socket& listener) {
+  boot::HandshakeAcceptor acceptor(listener, self_.magic, sizeof(net::DataHandshake),
                                    "rank " + std::to_string(self_.rank) + " data listener");
-  const int nsocks = layout_.nsocks();
   for (;;) {
     boot::HandshakeAcceptor::Arrival a;
     ncclResult_t res = acceptor.next(&a, &stopAcceptor_, -1);
@@ -98,11 +147,13 @@ void NetTransport::acceptLoop() {
     net::DataHandshake hs;
     std::memcpy(&hs, a.header.data(), sizeof(hs));
     std::lock_guard<std::mutex> lk(mu_);
+    if (lowerPeers_ == 0) return;  // another rail's acceptor saw the last peer arrive
     const bool known = hs.nonce == self_.nonce && hs.rank >= 0 && hs.rank < self_.rank &&
                        static_cast<size_t>(hs.rank) < mine_.size() && mine_[static_cast<size_t>(hs.rank)];
+    const int nsocks = known ? layoutFor(hs.rank).nsocks() : 0;
     if (known && hs.nsocks != nsocks) {
-      WARN("rank %d: rank %d opens %d sockets per peer, this rank %d: set NCCL_SOCKET_NTHREADS and "
-           "NCCL_NSOCKS_PERTHREAD alike on every rank",
+      WARN("rank %d: rank %d opens %d sockets per peer, this rank %d: set NCCL_SOCKET_NTHREADS, "
+           "NCCL_NSOCKS_PERTHREAD and ACCL_SOCKET_RAILS alike on every rank",
            self_.rank, hs.rank, hs.nsocks, nsocks);
       incomingConnection(hs.rank)->close(-1);
       continue;
@@ -123,7 +174,11 @@ void NetTransport::acceptLoop() {
     // Made here if this rank has not used the pair yet: its receive ring fills meanwhile.
     incomingConnection(hs.rank)->attach(std::move(in->socks));
     in->attached = true;
-    if (--lowerPeers_ == 0) return;  // everyone arrived; later strays wait in the backlog
+    if (--lowerPeers_ == 0) {
+      // Everyone arrived; later strays wait in the backlog. The other rails' acceptors stop.
+      stopAcceptor_.store(1);
+      return;
+    }
   }
 }
 
@@ -137,11 +192,20 @@ ncclResult_t NetTransport::connect(TransportSetup& ctx, int peer, std::unique_pt
     *out = std::make_unique<SharedConnection>(incomingConnection(peer));
     return ncclSuccess;
   }
-  const SocketPeer who = describeSocketPeer(*peers_, ctx.rank, peer);
+  const SocketLayout layout = layoutFor(peer);
+  const SocketPeer who = describeSocketPeer(*peers_, ctx.rank, peer, layout.perRail());
+  net::MeshPeer to{peer, (*peers_)[peer].dataAddr, who.describe(), {}, {}};
+  if (layout.nrails > 1) {
+    for (int r = 0; r < layout.nrails; r++) {
+      to.railAddrs.push_back((*peers_)[peer].railAddr[r]);
+      to.railNames.push_back(who.describeSocket(r * layout.perRail()));
+    }
+  }
+  net::MeshSelf self = self_;
+  self.railAddrs.resize(to.railAddrs.size());
   std::vector<net::Socket> socks;
-  NCCLCHECK(net::connectDataSockets(self_, net::MeshPeer{peer, (*peers_)[peer].dataAddr, who.describe()},
-                                    layout_.nsocks(), ctx.abortFlag, &socks));
-  std::unique_ptr<SocketConnection> conn = makeSocketConnection(ringBytes_, layout_, bell_, who, cpus_, pinHost_);
+  NCCLCHECK(net::connectDataSockets(self, to, layout.nsocks(), ctx.abortFlag, &socks));
+  std::unique_ptr<SocketConnection> conn = makeSocketConnection(ringBytes_, layout, bell_, who, cpus_, pinHost_);
   conn->attach(std::move(socks));
   *out = std::move(conn);
   return ncclSuccess;

@@ -42,9 +42,11 @@ class NetTransport final : public Transport {
     bool attached = false;
   };
   std::shared_ptr<SocketConnection> incomingConnection(int peer);  // under mu_
-  void acceptLoop();
+  void acceptLoop(const net::Socket& listener);
+  // The pair's layout: layout_ over the rails both ranks have.
+  SocketLayout layoutFor(int peer) const;
 
-  net::Socket listener_;                       // the internal socket transport's data listener
+  std::vector<net::Socket> listeners_;         // the internal socket transport's data listener per rail
   std::unique_ptr<net::NetCommState> plugin_;  // a net module's context and progress thread
 
   // The internal socket transport (lazy), fixed in setup().
@@ -61,7 +63,7 @@ class NetTransport final : public Transport {
   std::map<int, Incoming> incoming_;
   int lowerPeers_ = 0;  // lower-rank peers still to arrive
   std::atomic<int> stopAcceptor_{0};
-  std::thread acceptor_;
+  std::vector<std::thread> acceptors_;  // one per rail's listener
 };
 
 }  // namespace accl

@@ -30,6 +30,15 @@ std::string SocketPeer::describe() const {
          (ifname.empty() ? "?" : ifname) + ")";
 }
 
+std::string SocketPeer::describeSocket(int s) const {
+  if (railAddrs.empty() || s < 0) return describe();
+  SocketPeer onRail = *this;
+  onRail.addr = railAddrs[static_cast<size_t>(railOf(s))];
+  onRail.ifname = railIfnames[static_cast<size_t>(railOf(s))];
+  onRail.railAddrs.clear();
+  return onRail.describe();
+}
+
 StagingRing::StagingRing(size_t capacity) : cap(capacity) {
   constexpr size_t kPage = 4096;
   const size_t bytes = (capacity + kPage - 1) / kPage * kPage;
@@ -116,8 +125,8 @@ bool SocketLink::pumpSend(int s) {
       continue;
     }
     if (n < 0 && transient(errno)) return moved;
-    if (n < 0) failOnSocketError(errno, std::string("send: ") + strerror(errno));
-    else fail(ncclRemoteError, "send: no progress");
+    if (n < 0) failOnSocketError(errno, std::string("send: ") + strerror(errno), s);
+    else fail(ncclRemoteError, "send: no progress", s);
     return moved;
   }
 }
@@ -146,23 +155,23 @@ bool SocketLink::pumpRecv(int s) {
       eof[s].store(true, std::memory_order_release);
       return true;
     }
-    fail(ncclRemoteError, std::string("recv: ") + strerror(errno));
+    fail(ncclRemoteError, std::string("recv: ") + strerror(errno), s);
     return moved;
   }
   return moved;
 }
 
-void SocketLink::failOnSocketError(int err, const std::string& what) {
+void SocketLink::failOnSocketError(int err, const std::string& what, int sock) {
   // Before fail(): whoever sees the failure may ask closedByPeer() at once.
   if (err == ECONNRESET || err == EPIPE) endedByPeer.store(true, std::memory_order_release);
-  fail(ncclRemoteError, what);
+  fail(ncclRemoteError, what, sock);
 }
 
-void SocketLink::fail(int result, const std::string& what) {
+void SocketLink::fail(int result, const std::string& what, int sock) {
   int expected = 0;
   if (error.compare_exchange_strong(expected, result) && !closedLocally.load()) {
-    WARN("rank %d: socket connection to %s failed: %s%s", peer.myRank, peer.describe().c_str(), what.c_str(),
-         localInterfaceState(peer.ifname).c_str());
+    WARN("rank %d: socket connection to %s failed: %s%s", peer.myRank, peer.describeSocket(sock).c_str(),
+         what.c_str(), localInterfaceState(sock >= 0 ? peer.ifnameOf(sock) : peer.ifname).c_str());
   }
   ringDoorbell(bell);
 }

@@ -18,12 +18,25 @@ namespace accl {
 
 // Who is at the other end, for error messages: "rank 3 (host pod1, 10.77.2.2:41234, hpn0)".
 struct SocketPeer {
+  SocketPeer() = default;
+  SocketPeer(int me, int r, std::string h, std::string a, std::string i)
+      : myRank(me), rank(r), host(std::move(h)), addr(std::move(a)), ifname(std::move(i)) {}
   int myRank = -1;
   int rank = -1;
   std::string host;
   std::string addr;
   std::string ifname;  // our local interface the connection uses
+  // With several rails: the peer's listener and our interface on each (rail r's sockets are
+  // r * socksPerRail ...); empty with one rail (addr, ifname).
+  std::vector<std::string> railAddrs, railIfnames;
+  int socksPerRail = 0;
   std::string describe() const;
+  // The same, for the rail that carries socket s.
+  std::string describeSocket(int s) const;
+  int railOf(int s) const { return railAddrs.empty() || socksPerRail <= 0 ? 0 : s / socksPerRail; }
+  const std::string& ifnameOf(int s) const {
+    return railIfnames.empty() ? ifname : railIfnames[static_cast<size_t>(railOf(s))];
+  }
 };
 
 // A power-of-two byte ring allocated once; positions grow forever and wrap by masking.
@@ -94,10 +107,11 @@ struct SocketLink {
   bool pumpSend(int s);
   bool pumpRecv(int s);
 
-  // Records the first hard failure (WARNs it) and wakes the executor.
-  void fail(int result, const std::string& what);
+  // Records the first hard failure (WARNs it, naming the rail of socket `sock` if >= 0) and
+  // wakes the executor.
+  void fail(int result, const std::string& what, int sock = -1);
   // The same for a socket error `err` (errno): a reset or broken pipe also sets endedByPeer.
-  void failOnSocketError(int err, const std::string& what);
+  void failOnSocketError(int err, const std::string& what, int sock = -1);
   // True if the stream ended before the byte at `waitPos` (the receiver's head, with nothing
   // staged): the socket that carries it was closed by the peer without delivering it.
   bool blockedOnEof(uint64_t waitPos) const;

@@ -78,10 +78,13 @@ class StripedConnection final : public SocketConnection {
       return;
     }
     link_.socks = std::move(socks);
-    for (int t = 0; t < layout_.nthreads; t++) {
-      std::vector<int> mine;
-      for (int s = t; s < layout_.nsocks(); s += layout_.nthreads) mine.push_back(s);
-      workers_.push_back(std::make_unique<SocketWorker>(&link_, std::move(mine), cpus_));
+    // NCCL_SOCKET_NTHREADS helper threads per rail, each on sockets of that rail only.
+    for (int r = 0; r < layout_.nrails; r++) {
+      for (int t = 0; t < layout_.nthreads; t++) {
+        std::vector<int> mine;
+        for (int s = t; s < layout_.perRail(); s += layout_.nthreads) mine.push_back(r * layout_.perRail() + s);
+        workers_.push_back(std::make_unique<SocketWorker>(&link_, std::move(mine), cpus_));
+      }
     }
     attached_.store(true, std::memory_order_seq_cst);
     // A commit or release made while the workers were being started saw attached_ false and

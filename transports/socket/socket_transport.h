@@ -15,11 +15,15 @@
 namespace accl {
 
 // How many sockets and helper threads one peer connection uses, from NCCL_SOCKET_NTHREADS and
-// NCCL_NSOCKS_PERTHREAD (automatic when unset); both ends must compute the same value.
+// NCCL_NSOCKS_PERTHREAD (automatic when unset) per rail, times the rails the pair shares; both
+// ends must compute the same value. Sockets are numbered rail by rail (rail r: r * perRail()
+// ...), and the stripe deals chunks over all of them, so each rail carries an equal share.
 struct SocketLayout {
   int nthreads = 1;
   int nsocksPerThread = 1;
-  int nsocks() const { return nthreads * nsocksPerThread; }
+  int nrails = 1;
+  int perRail() const { return nthreads * nsocksPerThread; }
+  int nsocks() const { return nrails * perRail(); }
 };
 SocketLayout socketLayout();
 

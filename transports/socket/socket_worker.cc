@@ -89,7 +89,7 @@ void SocketWorker::sleepUntilReady() {
         int err = 0;
         socklen_t len = sizeof(err);
         getsockopt(fds[i].fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        if (err != 0) link_->failOnSocketError(err, std::string("socket error: ") + strerror(err));
+        if (err != 0) link_->failOnSocketError(err, std::string("socket error: ") + strerror(err), sockets_[i - 1]);
       }
     }
   }
