@@ -34,7 +34,7 @@ ncclResult_t connectDataSockets(const MeshSelf& self, const MeshPeer& peer, int 
            self.rank, self.hostname.c_str(), name.c_str(), why.c_str(), to.str().c_str());
       return ncclRemoteError;
     }
-    DataHandshake hs{self.magic, self.nonce, self.rank, i, nsocks, 0};
+    DataHandshake hs{self.magic, self.nonce, self.rank, i, nsocks, 0, 0};
     NCCLCHECK(sendAll(socks[i], &hs, sizeof(hs), name.c_str(), abortFlag, timeoutMs));
     prepareDataSocket(socks[i]);
   }

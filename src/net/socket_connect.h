@@ -42,7 +42,8 @@ struct DataHandshake {
   int32_t rank;
   int32_t sockIndex;
   int32_t nsocks;
-  int32_t pad;
+  int32_t resume;       // 1: replaces stripe sockIndex of an existing connection (a rail failed)
+  uint64_t resumeFrom;  // resume: the next byte of that stripe the caller expects
 };
 
 // The connecting (lower-rank) side of one pair: opens `nsocks` sockets to `peer` (split evenly

@@ -201,9 +201,9 @@ TEST(LazySocketContract, ForgedDataHandshakesAreRefusedAndTheRealPeerStillConnec
   const Rank& r1 = ranks[1];
   const int nsocks = socketLayout().nsocks();
   const net::DataHandshake forged[] = {
-      {r1.bootstrap->magic(), r1.ctx.nonce ^ 1, 0, 0, nsocks, 0},  // another communicator
-      {r1.bootstrap->magic(), r1.ctx.nonce, 1, 0, nsocks, 0},      // not a lower peer
-      {r1.bootstrap->magic(), r1.ctx.nonce, 0, 99, nsocks, 0},     // no such stripe
+      {r1.bootstrap->magic(), r1.ctx.nonce ^ 1, 0, 0, nsocks, 0, 0},  // another communicator
+      {r1.bootstrap->magic(), r1.ctx.nonce, 1, 0, nsocks, 0, 0},      // not a lower peer
+      {r1.bootstrap->magic(), r1.ctx.nonce, 0, 99, nsocks, 0, 0},     // no such stripe
   };
   std::vector<net::Socket> forgers(3);
   for (int i = 0; i < 3; i++) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include "base/check.h"
+#include "base/param.h"
 #include "bootstrap/acceptor.h"
 
 namespace accl {
@@ -116,11 +117,12 @@ ncclResult_t NetTransport::setup(TransportSetup& ctx, const std::vector<int>& pe
            ctx.rank, layout.nrails, p, peer.hostname, list.c_str(), layout.perRail(), layout.nthreads);
     }
   }
+  rails_ = std::clamp(me.nrails, 1, kMaxSocketRails) > 1;
   if (lowerPeers_ > 0) {
-    for (const net::Socket& listener : listeners_) {
-      acceptors_.emplace_back([this, &listener] {
+    for (size_t r = 0; r < listeners_.size(); r++) {
+      acceptors_.emplace_back([this, r] {
         cpus_.applyToCurrentThread();
-        acceptLoop(listener);
+        acceptLoop(listeners_[r], static_cast<int>(r));
       });
     }
   }
@@ -137,7 +139,7 @@ std::shared_ptr<SocketConnection> NetTransport::incomingConnection(int peer) {
   return in.conn;
 }
 
-void NetTransport::acceptLoop(const net::Socket& listener) {
+void NetTransport::acceptLoop(const net::Socket& listener, int rail) {
   boot::HandshakeAcceptor acceptor(listener, self_.magic, sizeof(net::DataHandshake),
                                    "rank " + std::to_string(self_.rank) + " data listener");
   for (;;) {
@@ -147,9 +149,18 @@ void NetTransport::acceptLoop(const net::Socket& listener) {
     net::DataHandshake hs;
     std::memcpy(&hs, a.header.data(), sizeof(hs));
     std::lock_guard<std::mutex> lk(mu_);
-    if (lowerPeers_ == 0) return;  // another rail's acceptor saw the last peer arrive
+    if (lowerPeers_ == 0 && !rails_) return;  // another rail's acceptor saw the last peer arrive
     const bool known = hs.nonce == self_.nonce && hs.rank >= 0 && hs.rank < self_.rank &&
                        static_cast<size_t>(hs.rank) < mine_.size() && mine_[static_cast<size_t>(hs.rank)];
+    if (known && hs.resume == 1) {
+      // A socket of an existing connection comes back on this rail (its rail failed or returned).
+      auto it = incoming_.find(hs.rank);
+      net::prepareDataSocket(a.sock);
+      if (it == incoming_.end() || !it->second.attached || !it->second.conn ||
+          it->second.conn->acceptResume(hs.sockIndex, rail, std::move(a.sock), hs.resumeFrom) != ncclSuccess)
+        WARN("rank %d: rank %d could not move its socket %d onto this rail", self_.rank, hs.rank, hs.sockIndex);
+      continue;
+    }
     const int nsocks = known ? layoutFor(hs.rank).nsocks() : 0;
     if (known && hs.nsocks != nsocks) {
       WARN("rank %d: rank %d opens %d sockets per peer, this rank %d: set NCCL_SOCKET_NTHREADS, "
@@ -174,7 +185,7 @@ void NetTransport::acceptLoop(const net::Socket& listener) {
     // Made here if this rank has not used the pair yet: its receive ring fills meanwhile.
     incomingConnection(hs.rank)->attach(std::move(in->socks));
     in->attached = true;
-    if (--lowerPeers_ == 0) {
+    if (--lowerPeers_ == 0 && !rails_) {
       // Everyone arrived; later strays wait in the backlog. The other rails' acceptors stop.
       stopAcceptor_.store(1);
       return;
@@ -206,6 +217,32 @@ ncclResult_t NetTransport::connect(TransportSetup& ctx, int peer, std::unique_pt
   std::vector<net::Socket> socks;
   NCCLCHECK(net::connectDataSockets(self, to, layout.nsocks(), ctx.abortFlag, &socks));
   std::unique_ptr<SocketConnection> conn = makeSocketConnection(ringBytes_, layout, bell_, who, cpus_, pinHost_);
+  if (layout.nrails > 1) {
+    // A lost socket comes back on another rail: connect from our address there to the peer's.
+    const std::atomic<int>* abortFlag = ctx.abortFlag;
+    SocketLink::Redial redial;
+    redial.connect = [self, to, abortFlag](int rail, int timeoutMs, net::Socket* out) {
+      std::string why;
+      ncclResult_t res = net::connectWithin(to.railAddrs[static_cast<size_t>(rail)], out, timeoutMs, &why, abortFlag,
+                                            false, &self.railAddrs[static_cast<size_t>(rail)]);
+      if (res != ncclSuccess) {
+        INFO(kSubsysNet, "rank %d: %s does not answer: %s", self.rank, to.railNames[static_cast<size_t>(rail)].c_str(),
+             why.c_str());
+        return res;
+      }
+      net::prepareDataSocket(*out);
+      return ncclSuccess;
+    };
+    const int nsocks = layout.nsocks();
+    redial.resume = [self, nsocks, name = who.describe()](const net::Socket& sock, int s, uint64_t myPos,
+                                                         uint64_t* peerPos) {
+      net::DataHandshake hs{self.magic, self.nonce, self.rank, s, nsocks, 1, myPos};
+      const int timeoutMs = static_cast<int>(param::railTimeoutMsec());
+      NCCLCHECK(net::sendAll(sock, &hs, sizeof(hs), name.c_str(), nullptr, timeoutMs));
+      return net::recvAll(sock, peerPos, sizeof(*peerPos), name.c_str(), nullptr, timeoutMs);
+    };
+    conn->setRedial(std::move(redial));
+  }
   conn->attach(std::move(socks));
   *out = std::move(conn);
   return ncclSuccess;

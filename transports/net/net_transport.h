@@ -42,7 +42,7 @@ class NetTransport final : public Transport {
     bool attached = false;
   };
   std::shared_ptr<SocketConnection> incomingConnection(int peer);  // under mu_
-  void acceptLoop(const net::Socket& listener);
+  void acceptLoop(const net::Socket& listener, int rail);
   // The pair's layout: layout_ over the rails both ranks have.
   SocketLayout layoutFor(int peer) const;
 
@@ -62,6 +62,7 @@ class NetTransport final : public Transport {
   std::mutex mu_;
   std::map<int, Incoming> incoming_;
   int lowerPeers_ = 0;  // lower-rank peers still to arrive
+  bool rails_ = false;  // several rails: the acceptors stay, for sockets that move (failover)
   std::atomic<int> stopAcceptor_{0};
   std::vector<std::thread> acceptors_;  // one per rail's listener
 };

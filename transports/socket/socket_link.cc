@@ -9,8 +9,6 @@
 
 namespace accl {
 
-namespace {
-
 // Why a connection may have died, from our side: the interface it uses went away.
 std::string localInterfaceState(const std::string& ifname) {
   if (ifname.empty()) return "";
@@ -23,18 +21,16 @@ std::string localInterfaceState(const std::string& ifname) {
   return present ? "; local interface " + ifname + " is down" : "; local interface " + ifname + " has no address";
 }
 
-}  // namespace
-
 std::string SocketPeer::describe() const {
   return "rank " + std::to_string(rank) + " (host " + (host.empty() ? "?" : host) + ", " + addr + ", interface " +
          (ifname.empty() ? "?" : ifname) + ")";
 }
 
-std::string SocketPeer::describeSocket(int s) const {
-  if (railAddrs.empty() || s < 0) return describe();
+std::string SocketPeer::describeRail(int rail) const {
+  if (railAddrs.empty() || rail < 0) return describe();
   SocketPeer onRail = *this;
-  onRail.addr = railAddrs[static_cast<size_t>(railOf(s))];
-  onRail.ifname = railIfnames[static_cast<size_t>(railOf(s))];
+  onRail.addr = railAddrs[static_cast<size_t>(rail)];
+  onRail.ifname = railIfnames[static_cast<size_t>(rail)];
   onRail.railAddrs.clear();
   return onRail.describe();
 }
@@ -98,6 +94,7 @@ class TryHold {
 }  // namespace
 
 bool SocketLink::pumpSend(int s) {
+  if (lostSocket(s)) return false;
   TryHold hold(sendBusy[s]);
   if (!hold.held()) return false;
   bool moved = false;
@@ -109,7 +106,13 @@ bool SocketLink::pumpSend(int s) {
     const uint64_t spanEnd = out.span.end.load(std::memory_order_acquire);
     const uint64_t spanStart = out.span.start.load(std::memory_order_relaxed);
     const char* from;
-    if (pos >= spanStart && pos < spanEnd) {
+    bool replayed = false;
+    if (nrails_ > 1 && pos < resendEnd_[s].load(std::memory_order_relaxed)) {
+      // Sent before on a socket that failed: the ring may have moved on, the copy has it.
+      from = replayAt(s, pos);
+      end = std::min(end, resendEnd_[s].load(std::memory_order_relaxed));
+      replayed = true;
+    } else if (pos >= spanStart && pos < spanEnd) {
       from = out.span.base.load(std::memory_order_relaxed) + (pos - spanStart);
       end = std::min(end, spanEnd);
     } else {
@@ -119,6 +122,8 @@ bool SocketLink::pumpSend(int s) {
     const size_t len = static_cast<size_t>(end - pos);
     ssize_t n = ::send(socks[s].fd(), from, len, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n > 0) {
+      // Kept until the peer has surely read it (the socket's buffers cannot hold more).
+      if (nrails_ > 1 && !replayed) std::memcpy(replayAt(s, pos), from, static_cast<size_t>(n));
       out.cursor[s].store(stripe.advance(pos, static_cast<size_t>(n)), std::memory_order_release);
       moved = true;
       if (static_cast<size_t>(n) < len) return moved;  // socket buffer full: another try gets EAGAIN
@@ -132,6 +137,7 @@ bool SocketLink::pumpSend(int s) {
 }
 
 bool SocketLink::pumpRecv(int s) {
+  if (lostSocket(s)) return false;
   TryHold hold(recvBusy[s]);
   if (!hold.held()) return false;
   bool moved = false;
@@ -162,16 +168,23 @@ bool SocketLink::pumpRecv(int s) {
 }
 
 void SocketLink::failOnSocketError(int err, const std::string& what, int sock) {
-  // Before fail(): whoever sees the failure may ask closedByPeer() at once.
-  if (err == ECONNRESET || err == EPIPE) endedByPeer.store(true, std::memory_order_release);
+  // Before fail(): whoever sees the failure may ask closedByPeer() at once. With several
+  // rails a reset loses one socket, not the peer.
+  if ((err == ECONNRESET || err == EPIPE) && !(sock >= 0 && failoverOn()))
+    endedByPeer.store(true, std::memory_order_release);
   fail(ncclRemoteError, what, sock);
 }
 
 void SocketLink::fail(int result, const std::string& what, int sock) {
+  if (sock >= 0 && failoverOn() && !stopping.load() && !closedLocally.load()) {
+    loseSocket(sock, what);
+    return;
+  }
   int expected = 0;
   if (error.compare_exchange_strong(expected, result) && !closedLocally.load()) {
-    WARN("rank %d: socket connection to %s failed: %s%s", peer.myRank, peer.describeSocket(sock).c_str(),
-         what.c_str(), localInterfaceState(sock >= 0 ? peer.ifnameOf(sock) : peer.ifname).c_str());
+    const int rail = sock < 0 ? -1 : failoverOn() ? railNow(sock) : peer.railOf(sock);
+    WARN("rank %d: socket connection to %s failed: %s%s", peer.myRank, peer.describeRail(rail).c_str(), what.c_str(),
+         localInterfaceState(peer.ifnameOfRail(rail)).c_str());
   }
   ringDoorbell(bell);
 }

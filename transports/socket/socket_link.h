@@ -4,7 +4,9 @@
 // are published as the minimum of the per-socket cursors (see publishMin).
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -31,13 +33,18 @@ struct SocketPeer {
   std::vector<std::string> railAddrs, railIfnames;
   int socksPerRail = 0;
   std::string describe() const;
-  // The same, for the rail that carries socket s.
-  std::string describeSocket(int s) const;
+  // The same, for the connection's rail `rail` (< 0 or one rail: describe()).
+  std::string describeRail(int rail) const;
+  // The rail socket s was opened on.
   int railOf(int s) const { return railAddrs.empty() || socksPerRail <= 0 ? 0 : s / socksPerRail; }
-  const std::string& ifnameOf(int s) const {
-    return railIfnames.empty() ? ifname : railIfnames[static_cast<size_t>(railOf(s))];
+  std::string describeSocket(int s) const { return describeRail(s < 0 ? -1 : railOf(s)); }
+  const std::string& ifnameOfRail(int rail) const {
+    return railIfnames.empty() || rail < 0 ? ifname : railIfnames[static_cast<size_t>(rail)];
   }
 };
+
+// "; local interface hpn1 is down" when that explains a failure, else "".
+std::string localInterfaceState(const std::string& ifname);
 
 // A power-of-two byte ring allocated once; positions grow forever and wrap by masking.
 struct StagingRing {
@@ -115,6 +122,58 @@ struct SocketLink {
   // True if the stream ended before the byte at `waitPos` (the receiver's head, with nothing
   // staged): the socket that carries it was closed by the peer without delivering it.
   bool blockedOnEof(uint64_t waitPos) const;
+
+  // ---- Failover between rails (rail_failover.cc); off with one rail. A socket whose TCP
+  // connection fails is "lost" instead of failing the link; the connecting side opens a new
+  // one on another rail and both ends exchange where their receive cursor for that stripe is;
+  // each then sends again from there (from its replay copy), so no byte is lost or doubled.
+  // The connecting side's way back to the peer: `connect` opens a tuned socket on a rail
+  // (within timeoutMs), `resume` sends the handshake for stripe s with our receive cursor and
+  // reads the peer's. Empty on the accepting side (it waits for the peer to come back).
+  struct Redial {
+    std::function<ncclResult_t(int rail, int timeoutMs, net::Socket* out)> connect;
+    std::function<ncclResult_t(const net::Socket& sock, int s, uint64_t myPos, uint64_t* peerPos)> resume;
+  };
+  // After the sockets are in place; `wakeHelpers` wakes every helper thread of the link.
+  void enableFailover(int nrails, int perRail, Redial redial, std::function<void()> wakeHelpers);
+  bool failoverOn() const { return nrails_ > 1; }
+  int railNow(int s) const { return onRail_[s].load(std::memory_order_relaxed); }
+  bool lostSocket(int s) const { return nrails_ > 1 && lost_[s].load(std::memory_order_acquire); }
+  // Records that socket s failed (WARN once), so it is skipped until it is replaced.
+  void loseSocket(int s, const std::string& what);
+  // Helper thread of a rail: replaces its lost sockets (connecting side), moves sockets back
+  // to it when it answers again, or fails the link when no rail is left. Returns the poll
+  // timeout it needs (-1: none).
+  int tendRail(const std::vector<int>& sockets);
+  // Accepting side: the peer replaced stripe s by `sock` and expects our bytes from peerPos;
+  // answers with where our receive cursor is.
+  ncclResult_t acceptResume(int s, int rail, net::Socket sock, uint64_t peerPos);
+
+ private:
+  struct Replay {
+    std::unique_ptr<char[]> buf;
+    uint64_t cap = 0;  // a power of two >= the socket's send plus receive buffers
+  };
+  char* replayAt(int s, uint64_t pos) { return replay_[s].buf.get() + (stripe.subIndex(pos) & (replay_[s].cap - 1)); }
+  void holdBoth(int s);
+  void releaseBoth(int s);
+  // Under holdBoth(s): puts `sock` in place of socket s, the peer expecting our bytes from peerPos.
+  bool swapSocket(int s, int rail, net::Socket sock, uint64_t peerPos, const char* why);
+  bool resumeOn(int s, int rail, int timeoutMs, const char* why);
+  int homeRail(int s) const { return s / perRail_; }
+  static int64_t nowMs();
+
+  int nrails_ = 1;
+  int perRail_ = 1;
+  Redial redial_;
+  std::function<void()> wakeHelpers_;
+  std::atomic<int> away_{0};  // sockets lost or not on their own rail: helpers have work
+  std::vector<Replay> replay_;                          // per socket: the last bytes it sent
+  std::unique_ptr<std::atomic<uint64_t>[]> resendEnd_;  // per socket: below this, send from replay
+  std::unique_ptr<std::atomic<bool>[]> lost_;
+  std::unique_ptr<std::atomic<int>[]> onRail_;
+  std::unique_ptr<std::atomic<int64_t>[]> lostAtMs_, movedAtMs_;
+  std::mutex failoverMu_;  // swaps (worker and acceptor) and their log lines
 };
 
 }  // namespace accl

@@ -78,6 +78,12 @@ class StripedConnection final : public SocketConnection {
       return;
     }
     link_.socks = std::move(socks);
+    if (layout_.nrails > 1) {
+      link_.enableFailover(layout_.nrails, layout_.perRail(), redial_, [this] {
+        if (attached())
+          for (auto& w : workers_) w->wake();
+      });
+    }
     // NCCL_SOCKET_NTHREADS helper threads per rail, each on sockets of that rail only.
     for (int r = 0; r < layout_.nrails; r++) {
       for (int t = 0; t < layout_.nthreads; t++) {
@@ -92,6 +98,11 @@ class StripedConnection final : public SocketConnection {
     // would sleep forever. Whichever of that and this store came first, one of them wakes it.
     for (auto& w : workers_) w->wake();
     ringDoorbell(link_.bell);  // data may already wait in the staging rings
+  }
+  void setRedial(SocketLink::Redial redial) override { redial_ = std::move(redial); }
+  ncclResult_t acceptResume(int s, int rail, net::Socket sock, uint64_t peerPos) override {
+    if (!attached()) return ncclInvalidUsage;
+    return link_.acceptResume(s, rail, std::move(sock), peerPos);
   }
   SendChannel* send() override { return &send_; }
   RecvChannel* recv() override { return &recv_; }
@@ -159,6 +170,7 @@ class StripedConnection final : public SocketConnection {
   SocketRecv recv_;
   std::mutex mu_;  // attach against close/stop
   std::atomic<bool> attached_{false};
+  SocketLink::Redial redial_;
   std::vector<std::unique_ptr<SocketWorker>> workers_;  // written once, in attach
   std::vector<std::shared_ptr<void>> pins_;  // after link_: unpinned before its rings are freed
 };

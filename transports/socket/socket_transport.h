@@ -36,6 +36,11 @@ class SocketConnection : public PeerConnection {
   // `socks`: connected and tuned, in stripe order (index i carries chunks i, i+K, ...).
   // Ignored (the sockets are closed) if the connection was closed meanwhile.
   virtual void attach(std::vector<net::Socket> socks) = 0;
+  // Several rails: how the connecting side reaches the peer again when a rail fails (before
+  // attach; the accepting side has none and waits for the peer, see rail_failover.cc).
+  virtual void setRedial(SocketLink::Redial redial) = 0;
+  // Accepting side: the peer replaced stripe s by `sock` on `rail` (a rail failed or came back).
+  virtual ncclResult_t acceptResume(int s, int rail, net::Socket sock, uint64_t peerPos) = 0;
 };
 
 // `pinHost` (may be empty): pins its two staging rings for a device backend's copies

@@ -49,7 +49,7 @@ void SocketWorker::join() {
   thread_.join();
 }
 
-void SocketWorker::sleepUntilReady() {
+void SocketWorker::sleepUntilReady(int timeoutMs) {
   sleeping_.store(true, std::memory_order_seq_cst);
   std::vector<pollfd> fds;
   fds.reserve(sockets_.size() + 1);
@@ -78,11 +78,11 @@ void SocketWorker::sleepUntilReady() {
     // arrival the executor reads itself walk this thread's wait entry (+0.3 us per 8-byte
     // all-reduce at np2). A reset on an idle socket is then met by whoever reads it next, as
     // an EOF (pumpRecv), or by this thread once it sends or listens on it again.
-    const bool watched = events != 0;
+    const bool watched = events != 0 && !link_->lostSocket(s);
     fds.push_back({watched ? link_->socks[s].fd() : -1, events, 0});
   }
   if (!link_->stopping.load(std::memory_order_seq_cst)) {
-    int n = poll(fds.data(), fds.size(), -1);
+    int n = poll(fds.data(), fds.size(), timeoutMs);
     if (n > 0) {
       for (size_t i = 1; i < fds.size(); i++) {
         if (!(fds[i].revents & POLLERR)) continue;
@@ -101,6 +101,8 @@ void SocketWorker::sleepUntilReady() {
 
 void SocketWorker::run() {
   while (!link_->stopping.load(std::memory_order_acquire) && link_->error.load(std::memory_order_acquire) == 0) {
+    // With several rails: replace lost sockets, move sockets back to a rail that answers again.
+    const int waitMs = link_->failoverOn() ? link_->tendRail(sockets_) : -1;
     bool sent = false;
     bool received = false;
     for (int s : sockets_) {
@@ -113,7 +115,7 @@ void SocketWorker::run() {
       ringDoorbell(link_->bell);
       continue;
     }
-    sleepUntilReady();
+    sleepUntilReady(waitMs);
   }
 }
 

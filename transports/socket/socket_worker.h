@@ -30,7 +30,7 @@ class SocketWorker {
 
  private:
   void run();
-  void sleepUntilReady();
+  void sleepUntilReady(int timeoutMs);  // -1: until something happens
   void signal();
 
   SocketLink* link_;

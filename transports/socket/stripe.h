@@ -22,6 +22,10 @@ struct Stripe {
     if (pos % chunk == 0) pos += static_cast<uint64_t>(nsocks - 1) * chunk;
     return pos;
   }
+  // How many bytes of its own sub-stream socketOf(pos) carries before pos.
+  uint64_t subIndex(uint64_t pos) const {
+    return pos / chunk / static_cast<uint64_t>(nsocks) * chunk + pos % chunk;
+  }
   // Which socket carries the byte at pos.
   int socketOf(uint64_t pos) const { return static_cast<int>((pos / chunk) % static_cast<uint64_t>(nsocks)); }
 };
