@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 #include "topo/ifaces.h"
+#include "transports/socket/stripe.h"
 
 using namespace accl::topo;
 
@@ -59,6 +60,21 @@ TEST(Rails, AtMostMaxRailsAndTheChosenOneAmongThem) {
                               iface("hpn2", "10.0.4.1")};
   EXPECT_EQ(names(railsOf(admitted, 0, 2)), "hpn0,hpn3");
   EXPECT_EQ(names(railsOf(admitted, 2, 2)), "hpn0,hpn1");
+}
+
+// Failover resends a stripe from the peer's cursor out of a copy indexed by the stripe's own
+// byte count: that count must follow the stripe exactly (chunk 4, 3 sockets).
+TEST(Rails, SubIndexCountsTheBytesOfOneStripe) {
+  const accl::Stripe st{4, 3};
+  uint64_t count[3] = {0, 0, 0};
+  for (uint64_t pos = 0; pos < 120; pos++) {
+    const int s = st.socketOf(pos);
+    EXPECT_EQ(st.subIndex(pos), count[s]) << "pos " << pos;
+    count[s]++;
+  }
+  // A cursor that crossed a chunk end (Stripe::advance) names the stripe's next byte.
+  EXPECT_EQ(st.advance(4, 4), 16u);
+  EXPECT_EQ(st.subIndex(16), 4u);
 }
 
 }  // namespace

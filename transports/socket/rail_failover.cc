@@ -39,8 +39,7 @@ void SocketLink::enableFailover(int nrails, int perRail, Redial redial, std::fun
     len = sizeof(int);
     getsockopt(socks[s].fd(), SOL_SOCKET, SO_RCVBUF, &rcv, &len);
     uint64_t cap = stripe.chunk;
-    while (cap < static_cast<uint64_t>(std::max(snd, 0)) + static_cast<uint64_t>(std::max(rcv, 0)) + stripe.chunk)
-      cap *= 2;
+    while (cap < static_cast<uint64_t>(std::max(snd, 0)) + static_cast<uint64_t>(std::max(rcv, 0))) cap *= 2;
     replay_[s].buf.reset(new char[cap]);
     replay_[s].cap = cap;
     resendEnd_[s].store(0, std::memory_order_relaxed);
@@ -142,18 +141,22 @@ int SocketLink::tendRail(const std::vector<int>& sockets) {
   if (away_.load(std::memory_order_acquire) == 0) return -1;
   int waitMs = -1;
   auto within = [&](int64_t ms) { waitMs = waitMs < 0 ? static_cast<int>(ms) : std::min<int>(waitMs, static_cast<int>(ms)); };
-  const int connectMs = static_cast<int>(std::min<int64_t>(param::socketConnectTimeoutMsec(), 2000));
+  // Short: a rail that answers connects within milliseconds, and with every rail down the
+  // ranks must still fail within 10 s (ACCL_RAIL_TIMEOUT plus one try per rail).
+  const int connectMs = static_cast<int>(std::min<int64_t>(param::socketConnectTimeoutMsec(), 1000));
   const int64_t railMs = param::railTimeoutMsec();
   for (int s : sockets) {
     if (stopping.load() || error.load() != 0) return -1;
     if (lostSocket(s)) {
       if (!redial_.connect) {
         // The peer connects again; it sees the loss within about the rail timeout too.
-        const int64_t left = lostAtMs_[s].load() + railMs + connectMs - nowMs();
+        // The peer may see an idle socket die only by keepalive, a little after us.
+        const int64_t waitMs = 2 * railMs + connectMs;
+        const int64_t left = lostAtMs_[s].load() + waitMs - nowMs();
         if (left <= 0) {
           fail(ncclRemoteError,
                "rail " + peer.ifnameOfRail(railNow(s)) + " lost and the peer did not come back on another rail within " +
-                   std::to_string(railMs + connectMs) + " ms",
+                   std::to_string(waitMs) + " ms",
                -1);
           return -1;
         }

@@ -78,18 +78,33 @@ void SocketWorker::sleepUntilReady(int timeoutMs) {
     // arrival the executor reads itself walk this thread's wait entry (+0.3 us per 8-byte
     // all-reduce at np2). A reset on an idle socket is then met by whoever reads it next, as
     // an EOF (pumpRecv), or by this thread once it sends or listens on it again.
-    const bool watched = events != 0 && !link_->lostSocket(s);
+    // With several rails every live socket is watched for errors (events 0 still reports
+    // POLLERR): bytes handed to the kernel but never acknowledged, or keepalives unanswered on
+    // an idle socket, must lose it here, or the peer would wait for a stripe nobody resends.
+    const bool failover = link_->failoverOn();
+    const bool watched = (events != 0 || failover) && !link_->lostSocket(s) && !(failover && link_->eof[s].load());
     fds.push_back({watched ? link_->socks[s].fd() : -1, events, 0});
   }
   if (!link_->stopping.load(std::memory_order_seq_cst)) {
     int n = poll(fds.data(), fds.size(), timeoutMs);
     if (n > 0) {
       for (size_t i = 1; i < fds.size(); i++) {
+        const int s = sockets_[i - 1];
+        if (link_->failoverOn() && (fds[i].revents & POLLHUP) && !(fds[i].revents & POLLERR)) {
+          link_->eof[s].store(true, std::memory_order_release);  // closed: met as an EOF, as pumpRecv does
+          continue;
+        }
         if (!(fds[i].revents & POLLERR)) continue;
         int err = 0;
         socklen_t len = sizeof(err);
         getsockopt(fds[i].fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        if (err != 0) link_->failOnSocketError(err, std::string("socket error: ") + strerror(err), sockets_[i - 1]);
+        if (err != 0 && link_->failoverOn() && (err == ECONNRESET || err == EPIPE) && fds[i].events == 0) {
+          // A reset of an idle socket is most likely the peer closing its communicator: an EOF,
+          // an error only if someone waits for its bytes (SocketLink::blockedOnEof).
+          link_->eof[s].store(true, std::memory_order_release);
+          continue;
+        }
+        if (err != 0) link_->failOnSocketError(err, std::string("socket error: ") + strerror(err), s);
       }
     }
   }
