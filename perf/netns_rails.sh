@@ -44,19 +44,22 @@ one_rail=$(echo $ONES | awk '{for (i = 1; i <= NF; i++) s += $i; printf "%.3f", 
 dir="$LOGS/failover"
 run_world 2 "$dir" 400 ACCL_SOCKET_RAILS=2 ACCL_RAIL_TIMEOUT="${FO_TIMEOUT:-1000}" ACCL_RAIL_RETRY_SEC=100000 \
   NCCL_DEBUG=WARN NCCL_DEBUG_FILE="$dir/warn.%h.%p" -- \
-  "$BUILD/perf/all_reduce_perf" -b 64M -e 64M -n 5 -w 1 -c 1 -N "${FO_ROWS:-8}"
-until [ "$(grep -cE '^ +67108864' "$dir/rank0.log" 2>/dev/null)" -ge "${DOWN_AFTER:-3}" ]; do sleep 0.2; done
+  "$BUILD/perf/all_reduce_perf" -b 64M -e 64M -n 5 -w 1 -c 1 -N "${FO_ROWS:-9}"
+rows_now() { local n; n=$(grep -cE '^ +67108864' "$dir/rank0.log" 2>/dev/null); echo "${n:-0}"; }
+until [ "$(rows_now)" -ge "${DOWN_AFTER:-4}" ]; do sleep 0.2; done
 ip -n "$(pod 1)" link set hpn1 down
 wait_world || { echo "failover run failed" >&2; tail "$dir"/rank*.log >&2; cat "$dir"/warn.* >&2; exit 1; }
 echo
-echo "hpn1 down in pod 1 after row ${DOWN_AFTER:-3} (ACCL_RAIL_TIMEOUT=${FO_TIMEOUT:-1000}); per row: mean of 5 iterations (out-of-place), busbw, #wrong"
+echo "hpn1 down in pod 1 after row ${DOWN_AFTER:-4} (ACCL_RAIL_TIMEOUT=${FO_TIMEOUT:-1000}); per row: mean of 5 iterations (out-of-place), busbw, #wrong"
 printf '| row | time (us) | busbw GB/s | #wrong (oop, ip) |\n|---|---|---|---|\n'
 awk '/^ +67108864/ {n++; printf "| %d | %s | %s | %s, %s |\n", n, $6, $8, $9, $13}' "$dir/rank0.log"
-awk -v one="$one_rail" -v down="${DOWN_AFTER:-3}" '
+awk -v one="$one_rail" -v down="${DOWN_AFTER:-4}" '
   /^ +67108864/ {n++; t[n] = $6; b[n] = $8}
   END {
-    for (i = 2; i <= down; i++) { normal += t[i]; cnt++ }  # row 1 warms up
-    normal /= cnt
+    # A normal iteration: the median of the rows before the failure but the first (warm-up).
+    for (i = 2; i <= down; i++) v[++cnt] = t[i]
+    for (i = 1; i <= cnt; i++) for (j = i + 1; j <= cnt; j++) if (v[j] < v[i]) { x = v[i]; v[i] = v[j]; v[j] = x }
+    normal = cnt % 2 ? v[(cnt + 1) / 2] : (v[cnt / 2] + v[cnt / 2 + 1]) / 2
     worst = down + 1
     for (i = down + 1; i <= n; i++) if (t[i] > t[worst]) worst = i
     fo = 5 * t[worst] - 4 * normal

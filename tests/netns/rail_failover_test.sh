@@ -7,7 +7,8 @@
 # every rank keeps running, every checked result is exact, a WARN names the rail and the peer,
 # the loop goes on after the failure, and once the rail is back it carries traffic again.
 #   * bothdown: hpn0 and hpn1 down in pod 1: every rank fails within 10 s naming interface and peer.
-# REPEAT=n (default 1) runs each failover case n times. Exit 77 (skipped) without namespaces.
+# REPEAT=n (default 1) runs each failover case n times; KEEP_FAILED=<dir> keeps the logs of a
+# failed run there. Exit 77 (skipped) without namespaces.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "${1:?usage: rail_failover_test.sh <build dir>}" && pwd)
@@ -70,6 +71,7 @@ failover_case() {
   if [ -n "$why" ]; then
     result=FAIL
     fail "$name run $4${why}"
+    [ -n "${KEEP_FAILED:-}" ] && cp -r "$dir" "$KEEP_FAILED/" 2>/dev/null
     cat "$dir"/warn.* | head -n 12 | sed 's/^/    /'
     tail -n 3 "$dir"/rank*.log | sed 's/^/    /'
   fi

@@ -113,8 +113,14 @@ bool SocketLink::resumeOn(int s, int rail, int timeoutMs, const char* why) {
   holdBoth(s);  // from here no byte of stripe s is read or sent until the swap
   uint64_t peerPos = 0;
   const uint64_t myPos = in.cursor[s].load(std::memory_order_relaxed);
-  bool ok = redial_.resume(sock, s, myPos, &peerPos) == ncclSuccess && swapSocket(s, rail, std::move(sock), peerPos, why);
+  const bool answered = redial_.resume(sock, s, myPos, &peerPos) == ncclSuccess;
+  bool ok = answered && swapSocket(s, rail, std::move(sock), peerPos, why);
   releaseBoth(s);
+  if (!answered) {
+    // The peer may have taken the new socket before its answer got lost: neither side can
+    // trust the old one now. Lost, so that a fresh handshake sets both ends straight.
+    loseSocket(s, "the handshake moving it to rail " + peer.ifnameOfRail(rail) + " got no answer");
+  }
   if (ok && wakeHelpers_) wakeHelpers_();
   ringDoorbell(bell);
   return ok;

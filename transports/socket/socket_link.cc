@@ -194,6 +194,8 @@ bool SocketLink::blockedOnEof(uint64_t waitPos) const {
   // caller publishes them only later. The socket's own cursor (stored before eof) says
   // whether it delivered the awaited byte.
   const int s = stripe.socketOf(waitPos);
+  // A lost socket (several rails) is being replaced: its end says nothing about the peer.
+  if (lostSocket(s)) return false;
   return eof[s].load(std::memory_order_acquire) && in.cursor[s].load(std::memory_order_acquire) <= waitPos;
 }
 

@@ -118,7 +118,7 @@ class StripedConnection final : public SocketConnection {
     // A reset seen by the helper thread's poll() fails the link before any recv() sees EOF.
     if (link_.endedByPeer.load(std::memory_order_acquire)) return link_.peer.rank;
     for (int s = 0; s < link_.stripe.nsocks; s++)
-      if (link_.eof[s].load(std::memory_order_acquire)) return link_.peer.rank;
+      if (link_.eof[s].load(std::memory_order_acquire) && !link_.lostSocket(s)) return link_.peer.rank;
     return -1;
   }
 

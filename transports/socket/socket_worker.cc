@@ -91,7 +91,9 @@ void SocketWorker::sleepUntilReady(int timeoutMs) {
       for (size_t i = 1; i < fds.size(); i++) {
         const int s = sockets_[i - 1];
         if (link_->failoverOn() && (fds[i].revents & POLLHUP) && !(fds[i].revents & POLLERR)) {
-          link_->eof[s].store(true, std::memory_order_release);  // closed: met as an EOF, as pumpRecv does
+          // Closed: met as an EOF, as pumpRecv does; not for a socket already lost (its error
+          // was read by another thread, and it is being replaced).
+          if (!link_->lostSocket(s)) link_->eof[s].store(true, std::memory_order_release);
           continue;
         }
         if (!(fds[i].revents & POLLERR)) continue;
