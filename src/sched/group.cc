@@ -1,4 +1,5 @@
 #include "sched/group.h"
+#include <unordered_map>
 #include <algorithm>
 #include <thread>
 #include <vector>
@@ -229,9 +230,22 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
   return ncclSuccess;
 }
 
+// NCCL lets a group's sends and receives sit anywhere among its collectives, in a different
+// place on each rank: they are stamped with the communicator's last collective before the
+// group, which every rank agrees on, not with the one before them in this rank's call order.
+void stampGroupSendsFromBeforeTheGroup(std::vector<std::unique_ptr<OpDesc>>& ops) {
+  std::unordered_map<const Comm*, uint32_t> groupCollectives;
+  for (const auto& op : ops)
+    if (!op->isP2p() && op->stamp.magic == kCallStampMagic) groupCollectives[op->comm.get()]++;
+  for (auto& op : ops)
+    if (op->isP2p() && op->stamp.magic == kCallStampMagic)
+      op->stamp.seq = op->comm->callSeq.load(std::memory_order_relaxed) - groupCollectives[op->comm.get()];
+}
+
 ncclResult_t flush() {
   auto inits = std::move(tGroup.inits);
   auto ops = std::move(tGroup.ops);
+  stampGroupSendsFromBeforeTheGroup(ops);
   tGroup.inits.clear();
   tGroup.ops.clear();
   ncclResult_t initRes = runInits(std::move(inits));
