@@ -111,3 +111,6 @@ ACCL_KERNEL_NAMED(accl_wait_flag, (const unsigned long long* flag, unsigned long
     accl::kern::spinPause();
   }
 }
+
+// The collective kernel (the CUDA backend's execution model): one launch per collective.
+#include "collective_kernel.h"

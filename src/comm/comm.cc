@@ -4,6 +4,7 @@
 #include <unordered_set>
 #include "base/check.h"
 #include "base/log.h"
+#include "comm/kernel_path.h"
 #include "comm/status_server.h"
 
 namespace accl {
@@ -63,6 +64,7 @@ void Comm::fail(ncclResult_t err, int culprit) {
     }
     // The ring notice (naming the culprit) goes first, so a neighbour that sees our data
     // connections close can already read whom to blame.
+    if (kernelPath) kernelPath->stopKernels();
     if (bootstrap) bootstrap->closeRing(culprit);
     board.depart(rank, Board::kBoardFailed);  // board peers waiting for our post, connected or not
     std::lock_guard<std::mutex> lk(connMu);
@@ -91,6 +93,7 @@ TransportSetup Comm::transportSetup() {
 }
 
 void Comm::closeTransports() {
+  if (kernelPath) kernelPath->stopKernels();
   std::unique_lock<std::mutex> lk(connMu);
   for (auto& c : conns)
     if (c) c->close(-1);

@@ -32,6 +32,7 @@ struct RedOpEntry {
 };
 
 class ShmBoard;
+class KernelPath;
 
 class Comm {
  public:
@@ -59,6 +60,8 @@ class Comm {
   std::mutex connMu;  // guards making a connection against fail()/depart() walking them
   std::unique_ptr<ShmBoard> shmBoard;  // ShmDirect's memory when every rank is on this host
   Board board;  // ShmDirect's view of it (capacity 0: no board)
+  // Collectives as kernels on the caller's stream (comm/kernel_path.h); null: not this comm.
+  std::shared_ptr<KernelPath> kernelPath;
   size_t ringBytes = 1 << 20;  // capacity of each channel direction
   size_t pieceBytes = 128 << 10;  // pipelining piece of the ring algorithms (src/comm/init.cc)
   AlgoPolicy algoPolicy;

@@ -1,4 +1,5 @@
 #include "comm/init.h"
+#include "comm/kernel_path.h"
 #include "transports/shm/shm_board.h"
 #include <sys/random.h>
 #include <unistd.h>
@@ -164,6 +165,8 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
       used += (used.empty() ? "" : "+") + std::string(c->transports[t]->name()) + " (" +
               std::to_string(chosen[t].size()) + " peers)";
   }
+  // Collectives as kernels on the caller's stream, where every rank can (comm/kernel_path.h).
+  NCCLCHECK(setUpKernelPath(c));
   // ShmDirect's board: only when shared memory reaches every rank (it replaces whole collectives).
   bool allShm = nranks > 1 && param::shmDirectChunk() > 0;
   for (int p = 0; p < nranks; p++)

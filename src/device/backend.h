@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include "collective_args.h"
 #include "device.h"
 #include "nccl.h"
 
@@ -100,6 +101,33 @@ class Backend {
   // Device memory the data calls can use, exported so peers on this host can map it.
   virtual ncclResult_t allocShared(size_t bytes, Buffer* out, SharedHandle* handle) {
     (void)bytes, (void)out, (void)handle;
+    return ncclInvalidUsage;
+  }
+  // Collectives as kernels on the caller's stream (kernels/collective_kernel.h): whether this
+  // backend runs them, and what they need. allocShared memory is zeroed; allocMapped gives
+  // host memory a kernel can poll (*devicePtr: where the kernel reaches it), e.g. the word
+  // ncclCommAbort sets so that waiting kernels give up. launchCollective zeroes the launch's
+  // fold counters in its own mailbox and queues one launch of the kernel for (type, op) with
+  // args.ntasks blocks on s (a Device stream), from the calling thread, at call time.
+  virtual bool runsCollectiveKernels() const { return false; }
+  // A probe that says whether everything queued on `s` so far has run (an event recorded now);
+  // always true for a capturing stream (its work runs when the graph is launched).
+  virtual std::function<bool()> completionProbe(const StreamRef& s) {
+    (void)s;
+    return [] { return true; };
+  }
+  // Whether work queued on `s` now is being captured into a graph.
+  virtual bool streamCapturing(const StreamRef& s) {
+    (void)s;
+    return false;
+  }
+  virtual ncclResult_t allocMapped(size_t bytes, Buffer* out, void** devicePtr) {
+    (void)bytes, (void)out, (void)devicePtr;
+    return ncclInvalidUsage;
+  }
+  virtual ncclResult_t launchCollective(const StreamRef& s, ncclDataType_t type, RedKind op,
+                                        const kern::CollKernelArgs& args) {
+    (void)s, (void)type, (void)op, (void)args;
     return ncclInvalidUsage;
   }
   // Maps memory another process exported with allocShared; unmapped when *out goes away.

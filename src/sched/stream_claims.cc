@@ -9,6 +9,24 @@ namespace {
 std::mutex gMu;
 std::vector<StreamClaim*> gLive;  // pending claims of this process
 
+struct Held {
+  std::shared_ptr<StreamClaim> claim;
+  std::function<bool()> done;
+};
+std::mutex gHeldMu;
+std::vector<Held> gHeld;  // claims of launched kernels, until their streams have run them
+
+void releaseFinishedHeld() {
+  std::vector<Held> finished;
+  {
+    std::lock_guard<std::mutex> lk(gHeldMu);
+    auto keep = std::stable_partition(gHeld.begin(), gHeld.end(), [](const Held& h) { return !h.done(); });
+    finished.assign(std::make_move_iterator(keep), std::make_move_iterator(gHeld.end()));
+    gHeld.erase(keep, gHeld.end());
+  }
+  for (Held& h : finished) h.claim->release();
+}
+
 // CU_STREAM_PER_THREAD (cudaStreamPerThread): each thread's own default stream.
 bool perThread(cudaStream_t s) { return reinterpret_cast<uintptr_t>(s) == 2; }
 
@@ -37,8 +55,14 @@ std::shared_ptr<StreamClaim> findClaim(const std::vector<std::shared_ptr<StreamC
   return nullptr;
 }
 
+void holdClaimUntil(std::shared_ptr<StreamClaim> claim, std::function<bool()> done) {
+  std::lock_guard<std::mutex> lk(gHeldMu);
+  gHeld.push_back({std::move(claim), std::move(done)});
+}
+
 ncclResult_t claimDeviceStreams(const std::vector<std::unique_ptr<OpDesc>>& ops,
                                 std::vector<std::shared_ptr<StreamClaim>>* out) {
+  releaseFinishedHeld();
   struct Want {
     const void* domain;
     cudaStream_t stream;

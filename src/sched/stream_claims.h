@@ -9,6 +9,7 @@
 // ncclInvalidUsage, before anything is planned or queued. A claim ends when its task has run
 // (or was dropped by abort/destroy).
 #pragma once
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -48,6 +49,11 @@ class StreamClaim {
 // claims nothing.
 ncclResult_t claimDeviceStreams(const std::vector<std::unique_ptr<OpDesc>>& ops,
                                 std::vector<std::shared_ptr<StreamClaim>>* out);
+
+// The kernel path (sched/device_collective.h) queues kernels that end later, on the device: a
+// claim it holds ends once `done()` says the stream has run what was queued (looked at by every
+// later claimDeviceStreams, before it checks for conflicts).
+void holdClaimUntil(std::shared_ptr<StreamClaim> claim, std::function<bool()> done);
 
 // The claim of `out` for (domain, stream), or null.
 std::shared_ptr<StreamClaim> findClaim(const std::vector<std::shared_ptr<StreamClaim>>& claims, const void* domain,

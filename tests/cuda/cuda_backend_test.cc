@@ -577,25 +577,28 @@ std::string allReduceOnTwoRanksLogged(const TestDriver& d, const char* p2pDisabl
   return text;
 }
 
-// Ranks on one device connect through device rings (CUDA IPC), not host shared memory.
-TEST(CudaIpc, RanksOnOneDeviceConnectThroughDeviceRings) {
+// Ranks on one device run their collectives as kernels on the caller's stream, through each
+// other's mailboxes (NCCL's execution model): no host-driven connection is made at all.
+TEST(CudaIpc, RanksOnOneDeviceRunCollectivesAsKernelsThroughMailboxes) {
   REQUIRE_DRIVER(d);
   std::string log = allReduceOnTwoRanksLogged(*d, nullptr);
-  EXPECT_EQ(2, occurrences(log, "CUDA IPC (1 peers)")) << log;
-  EXPECT_EQ(2, occurrences(log, "via CUDA IPC")) << log;
+  EXPECT_EQ(2, occurrences(log, "collectives run as kernels on the caller's stream")) << log;
+  EXPECT_EQ(0, occurrences(log, "via CUDA IPC")) << log;
   EXPECT_EQ(0, occurrences(log, "via SHM")) << log;
 }
 
-// NCCL_P2P_DISABLE=1: the same ranks use shared memory (rings in host memory, staged).
+// NCCL_P2P_DISABLE=1: the same ranks use shared memory (rings in host memory, staged) and
+// the gate model.
 TEST(CudaIpc, P2pDisableFallsBackToSharedMemory) {
   REQUIRE_DRIVER(d);
   std::string log = allReduceOnTwoRanksLogged(*d, "1");
   EXPECT_EQ(2, occurrences(log, "via SHM")) << log;
+  EXPECT_EQ(0, occurrences(log, "collectives run as kernels")) << log;
   EXPECT_EQ(0, occurrences(log, "via CUDA IPC")) << log;
 }
 
 // Processes on one device: the handle is opened with cuIpcOpenMemHandle in the other process.
-TEST(CudaIpc, ProcessesOnOneDeviceConnectThroughDeviceRings) {
+TEST(CudaIpc, ProcessesOnOneDeviceRunCollectivesAsKernelsThroughIpcMailboxes) {
   if (const accl_test::ChildRole* role = accl_test::childRole()) {
     CHILD_RANK(*role, d, comm);
     const size_t count = 300000;
@@ -618,7 +621,7 @@ TEST(CudaIpc, ProcessesOnOneDeviceConnectThroughDeviceRings) {
   auto r = accl_test::runChildProcesses(2, true, 0, childLogEnv(path), 120);
   EXPECT_TRUE(r.ok) << r.report;
   const std::string log = takeChildLogs(path);
-  EXPECT_EQ(2, occurrences(log, "via CUDA IPC")) << log;
+  EXPECT_EQ(2, occurrences(log, "collectives run as kernels on the caller's stream")) << log;
 }
 
 // Two ranks of one communicator on device 0, a thread each, each with a device buffer of

@@ -2,6 +2,7 @@
 #include <sched.h>
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -96,20 +97,6 @@ class CudaBackend final : public Backend {
 
   const char* name() const override { return "cuda"; }
 
-  // With peers, a collective's user stream waits (gate) for work the worker runs on a second
-  // stream of the same device. CUDA_DEVICE_MAX_CONNECTIONS=1 (Megatron-LM, Transformer Engine)
-  // puts every stream in one in-order hardware queue, where that wait blocks the very work that
-  // would end it: refused here rather than hung. A lone rank queues on the user's stream only.
-  ncclResult_t admitCommunicator(const char* fn, int nranks) override {
-    const char* conns = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-    if (nranks < 2 || conns == nullptr || std::atoi(conns) != 1) return ncclSuccess;
-    WARN("%s: CUDA_DEVICE_MAX_CONNECTIONS=1 gives all streams of device %d one hardware queue, and this version of "
-         "ACCL's CUDA backend makes the caller's stream wait for work it runs on another stream of the device: a "
-         "collective of %d ranks would hang there. Unset CUDA_DEVICE_MAX_CONNECTIONS or set it to 2 or more "
-         "(docs/gpu.md, \"Who waits for whom today\")",
-         fn, dev_.ordinal(), nranks);
-    return ncclInvalidUsage;
-  }
   bool hostBuffers() const override { return false; }
   const void* streamDomain() const override { return &dev_; }
 
@@ -158,7 +145,112 @@ class CudaBackend final : public Backend {
     }
     static_assert(sizeof(h.reserved) == sizeof(handle->bytes));
     std::memcpy(handle->bytes, h.reserved, sizeof(handle->bytes));
+    // Zeroed (mailbox counters start at 0), on the backend's non-blocking stream: a legacy
+    // stream memset would wait for other ranks' kernels on blocking streams of this device.
+    r = api_.memsetD8Async(reinterpret_cast<CUdeviceptr>(p), 0, bytes, inner_);
+    if (r == kSuccess) r = api_.streamSynchronize(inner_);
+    if (r != kSuccess) {
+      WARN("CUDA backend: cannot zero a %zu-byte shared buffer on device %d: %s", bytes, dev_.ordinal(),
+           errorText(api_, r).c_str());
+      return ncclUnhandledCudaError;
+    }
     *out = std::move(b);
+    return ncclSuccess;
+  }
+
+  bool runsCollectiveKernels() const override { return true; }
+
+  std::function<bool()> completionProbe(const StreamRef& s) override {
+    if (streamCapturing(s)) return [] { return true; };
+    ContextScope scope(api_, dev_.context());
+    CUevent ev = nullptr;
+    if (api_.eventCreate(&ev, kEventDisableTiming) != kSuccess) return [] { return true; };
+    if (api_.eventRecord(ev, s.handle) != kSuccess) {
+      api_.eventDestroy(ev);
+      return [] { return true; };
+    }
+    const DriverApi* api = &api_;
+    CUcontext ctx = dev_.context();
+    auto event = std::shared_ptr<CUevent_st>(ev, [api, ctx](CUevent e) {
+      ContextScope s(*api, ctx);
+      api->eventDestroy(e);
+    });
+    return [api, ctx, event] {
+      ContextScope s(*api, ctx);
+      return api->eventQuery(event.get()) != kErrorNotReady;
+    };
+  }
+
+  bool streamCapturing(const StreamRef& s) override {
+    ContextScope scope(api_, dev_.context());
+    int capture = kCaptureStatusNone;
+    return api_.streamIsCapturing(s.handle, &capture) == kSuccess && capture != kCaptureStatusNone;
+  }
+
+  ncclResult_t allocMapped(size_t bytes, Buffer* out, void** devicePtr) override {
+    ContextScope scope(api_, dev_.context());
+    RelaxedCapture relaxed(api_);
+    void* p = nullptr;
+    CUresult r = api_.memHostAlloc(&p, bytes, kMemHostAllocPortable | kMemHostAllocDeviceMap);
+    CUdeviceptr d = 0;
+    if (r == kSuccess) r = api_.memHostGetDevicePointer(&d, p, 0);
+    if (r != kSuccess) {
+      if (p) api_.memFreeHost(p);
+      WARN("CUDA backend: cannot allocate %zu bytes of mapped host memory for device %d: %s", bytes, dev_.ordinal(),
+           errorText(api_, r).c_str());
+      return ncclUnhandledCudaError;
+    }
+    std::memset(p, 0, bytes);
+    *devicePtr = reinterpret_cast<void*>(d);
+    *out = Buffer(static_cast<char*>(p), [this](char* q) {
+      ContextScope s(api_, dev_.context());
+      RelaxedCapture relaxed(api_);
+      api_.memFreeHost(q);
+    });
+    return ncclSuccess;
+  }
+
+  // Queued from the calling thread straight onto the caller's stream (captured as two graph
+  // nodes when the stream is capturing): nothing is allocated, registered or loaded here.
+  ncclResult_t launchCollective(const StreamRef& s, ncclDataType_t type, RedKind op,
+                                const kern::CollKernelArgs& args) override {
+    ContextScope scope(api_, dev_.context());
+    const std::string name = kernelName("accl_coll_", type) + "_" + redName(op);
+    CUfunction fn = dev_.kernel(name);
+    if (fn == nullptr) return ncclInternalError;  // WARNed by kernel()
+    kern::CollKernelArgs a = args;
+    // User buffers in mapped pinned host memory are reached through their device mapping.
+    for (int i = 0; i < kern::kMaxSegments; i++) {
+      a.segments[i].src = static_cast<const char*>(kernelView(a.segments[i].src));
+      a.segments[i].dst = static_cast<char*>(const_cast<void*>(kernelView(a.segments[i].dst)));
+    }
+    bool zeroed[kern::kMailboxRanks] = {};
+    for (int i = 0; i < a.ntasks; i++) {
+      const int rank = a.tasks[i].rank;
+      if (zeroed[rank]) continue;
+      zeroed[rank] = true;
+      a.scalarPtr[rank] = kernelView(a.scalarPtr[rank]);
+      // The launch's progress counters in the rank's own mailbox start at 0.
+      static_assert(offsetof(kern::MailboxHeader, sentChunks) ==
+                    offsetof(kern::MailboxHeader, folded) + sizeof(kern::MailboxHeader::folded));
+      const CUdeviceptr progress =
+          reinterpret_cast<CUdeviceptr>(a.mailbox[rank]) + offsetof(kern::MailboxHeader, folded);
+      CUresult r = api_.memsetD8Async(
+          progress, 0, sizeof(kern::MailboxHeader::folded) + sizeof(kern::MailboxHeader::sentChunks), s.handle);
+      if (r != kSuccess) {
+        WARN("CUDA backend on device %d: cuMemsetD8Async on stream %p failed: %s", dev_.ordinal(),
+             static_cast<void*>(s.handle), errorText(api_, r).c_str());
+        return ncclUnhandledCudaError;
+      }
+    }
+    void* params[] = {&a};
+    CUresult r = api_.launchKernel(fn, static_cast<unsigned>(a.ntasks), 1, 1, kern::kCollThreads, 1, 1, 0, s.handle,
+                                   params, nullptr);
+    if (r != kSuccess) {
+      WARN("CUDA backend on device %d: launch of %s (%d blocks) on stream %p failed: %s", dev_.ordinal(),
+           name.c_str(), a.ntasks, static_cast<void*>(s.handle), errorText(api_, r).c_str());
+      return ncclUnhandledCudaError;
+    }
     return ncclSuccess;
   }
 
@@ -472,6 +564,13 @@ class CudaBackend final : public Backend {
     CUdeviceptr mapped = 0;
     if (api_.memHostGetDevicePointer(&mapped, const_cast<void*>(p), 0) != kSuccess) return nullptr;
     return reinterpret_cast<void*>(mapped);
+  }
+
+  // Where a kernel reaches a user pointer (null stays null).
+  const void* kernelView(const void* p) {
+    if (p == nullptr) return p;
+    void* d = deviceAddress(p);
+    return d ? d : p;
   }
 
   Operand operand(const DirectScope& direct, const void* p, size_t bytes, int slot, bool input) {

@@ -60,6 +60,7 @@ const DriverApi* load(std::string* why) {
   bind(lib, "cuEventSynchronize", &api.eventSynchronize, &missing);
   bind(lib, "cuEventDestroy_v2", &api.eventDestroy, &missing);
   bind(lib, "cuMemcpyAsync", &api.memcpyAsync, &missing);
+  bind(lib, "cuMemsetD8Async", &api.memsetD8Async, &missing);
   bind(lib, "cuMemAllocAsync", &api.memAllocAsync, &missing);
   bind(lib, "cuMemFreeAsync", &api.memFreeAsync, &missing);
   bind(lib, "cuMemHostAlloc", &api.memHostAlloc, &missing);

@@ -110,6 +110,7 @@ struct DriverApi {
   CUresult (*eventDestroy)(CUevent event) = nullptr;                                        // cuEventDestroy_v2
   // Memory.
   CUresult (*memcpyAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) = nullptr;  // cuMemcpyAsync
+  CUresult (*memsetD8Async)(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream) = nullptr;  // cuMemsetD8Async
   CUresult (*memAllocAsync)(CUdeviceptr* ptr, size_t bytes, CUstream stream) = nullptr;  // cuMemAllocAsync
   CUresult (*memFreeAsync)(CUdeviceptr ptr, CUstream stream) = nullptr;                  // cuMemFreeAsync
   CUresult (*memHostAlloc)(void** ptr, size_t bytes, unsigned flags) = nullptr;          // cuMemHostAlloc

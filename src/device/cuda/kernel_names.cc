@@ -14,6 +14,7 @@ std::vector<std::string> libraryKernelNames() {
     for (const char* op : {"_sum", "_prod", "_max", "_min"}) names.push_back(kernelName("accl_reduce2_", type) + op);
     names.push_back(kernelName("accl_scale_", type));
     names.push_back(kernelName("accl_divide_", type));
+    for (const char* op : {"_sum", "_prod", "_max", "_min"}) names.push_back(kernelName("accl_coll_", type) + op);
   }
   return names;
 }

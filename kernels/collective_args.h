@@ -1,0 +1,103 @@
+// collective_args.h: what one launch of the collective kernel (kernels/collective_kernel.h) is
+// told, shared by the host code that builds it (src/sched/device_collective.cc) and the kernel.
+// Plain data passed by value as the kernel's only parameter, so a captured launch carries it
+// into every replay; everything that changes from call to call on the device (how many chunks
+// went to each peer so far) lives in the ranks' mailboxes, not here.
+//
+// The mailbox: every rank of a communicator whose ranks all reach each other's device memory
+// owns one, in device memory it exports (CUDA IPC; the pointer itself inside one process):
+//
+//   [MailboxHeader][slot data: for each source rank s, channel c, slot k: kChunkBytes]
+//
+// A sender writes chunk g of its stream to rank d on channel c into d's mailbox, slot
+// (s=sender, c, g % kSlots), then publishes d.posted[s][c] = g + 1 (release). The receiver
+// waits for that, uses the slot, and publishes sender.freed[d][c] = g + 1 in the sender's
+// mailbox; the sender reuses a slot only once freed says the chunk kSlots before it is done.
+// Counters only grow, across calls and graph replays; each task keeps its stream's position
+// (sent/consumed) in its own rank's header and writes it back when it ends.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace accl::kern {
+
+constexpr int kMailboxRanks = 8;       // ranks of a communicator that the kernel path serves
+constexpr int kChannels = 2;           // per ordered pair of ranks: two independent streams
+constexpr int kSlots = 4;              // chunks in flight per channel
+constexpr size_t kChunkBytes = 128 << 10;
+constexpr int kMaxTasks = 48;
+constexpr int kMaxSegments = 64;
+constexpr unsigned kCollThreads = 256;
+
+struct MailboxHeader {
+  uint64_t posted[kMailboxRanks][kChannels];    // written by the sender s: chunks it put in my slots
+  uint64_t freed[kMailboxRanks][kChannels];     // written by the receiver d: chunks of mine it is done with
+  uint64_t sent[kMailboxRanks][kChannels];      // mine: chunks I have sent to d so far
+  uint64_t consumed[kMailboxRanks][kChannels];  // mine: chunks of s I have used so far
+  // Per launch (zeroed before it): chunks the fold task finished, and chunks the channel-0
+  // send task to each peer has posted (an in-place fold overwrites its input only after).
+  uint64_t folded[kChannels];
+  uint64_t sentChunks[kMailboxRanks];
+  uint64_t error;                               // non-zero: a kernel of this rank gave up (abort)
+};
+constexpr size_t kMailboxHeaderBytes = 4096;
+static_assert(sizeof(MailboxHeader) <= kMailboxHeaderBytes, "mailbox header");
+
+constexpr size_t mailboxBytes(int nranks) {
+  return kMailboxHeaderBytes + static_cast<size_t>(nranks) * kChannels * kSlots * kChunkBytes;
+}
+constexpr size_t slotOffset(int src, int ch, uint64_t chunk) {
+  return kMailboxHeaderBytes + ((static_cast<size_t>(src) * kChannels + ch) * kSlots + chunk % kSlots) * kChunkBytes;
+}
+
+// A run of bytes a task moves: Send reads src, Recv writes dst, Copy both; Fold reads src (this
+// rank's contribution) and writes dst. With foldWait, a Send segment's chunk i is sent only
+// once the fold task of this launch has written its chunk i (the all-reduce's second half).
+struct KSegment {
+  const char* src;
+  char* dst;
+  uint64_t bytes;
+  uint32_t foldWait;  // Send: 1 + the channel whose fold progress gates it; 0: none. Fold:
+                      // 1 = in place: chunk i is written only once every send of it is out
+  uint32_t scaled;    // Send: multiply each element by the launch's scalar (PreMulSum) while sending
+};
+
+enum class TaskKind : uint8_t { Send, Recv, Copy, Fold };
+
+// One task per block. Send/Recv: the stream to/from `peer` on channel `ch`, segment after
+// segment (chunks never span two segments; the peer splits its side identically). Copy: local.
+// Fold: one segment; each chunk is every rank's contribution folded in rank order (this rank's
+// from the segment's src, the others' from their slots on channel `ch`), written to dst.
+struct KTask {
+  TaskKind kind;
+  uint8_t ch;
+  int16_t peer;
+  int16_t rank;  // whose task: one launch may carry several ranks of a communicator that one
+                 // thread queued on one stream in one group (they could not wait for each other)
+  uint16_t firstSegment;
+  uint16_t segments;
+};
+
+enum class ScalarKind : uint8_t { None, Immediate, Device };
+
+struct CollKernelArgs {
+  int32_t nranks;
+  int32_t ntasks;
+  // Fold: every rank contributes; the result is divided by `divisor` when > 1 (ncclAvg).
+  // PreMulSum: rank r's local contribution (and its Send segments marked scaled) multiplied by
+  // its scalar: immediate bytes here, or read from device memory when the kernel runs.
+  uint32_t divisor;
+  ScalarKind scalarKind[kMailboxRanks];
+  alignas(8) unsigned char scalarBytes[kMailboxRanks][8];
+  const void* scalarPtr[kMailboxRanks];
+  // Every rank's mailbox as this process reaches it ([rank]: its own), and a word in mapped
+  // host memory that the host sets to make waiting kernels give up (abort, a failed peer).
+  char* mailbox[kMailboxRanks];
+  const uint64_t* abortFlag;
+  KTask tasks[kMaxTasks];
+  KSegment segments[kMaxSegments];
+};
+// CUDA allows 4 KiB of kernel parameters on every architecture the fatbin targets.
+static_assert(sizeof(CollKernelArgs) <= 4096, "collective kernel arguments must fit CUDA's parameter space");
+
+}  // namespace accl::kern

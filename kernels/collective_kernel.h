@@ -1,0 +1,211 @@
+// collective_kernel.h: the collective kernel, written once (portable.h): one launch on the
+// caller's stream runs this rank's whole share of a collective or of a group's sends and
+// receives, moving the data itself through the ranks' mailboxes (collective_args.h says how they
+// are laid out and how the flags keep flow control). Each block runs one task; tasks of one
+// launch run at the same time, so a rank sends to every peer while it receives from every peer
+// and nothing waits on anything but another rank's kernel or a block of its own launch.
+// Fold tasks combine every rank's contribution in rank order, narrowing after every operation,
+// which gives the host backend's ACCL_DETERMINISTIC=1 bits.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include "collective_args.h"
+#include "host/element_types.h"
+#include "portable.h"
+
+namespace accl::kern::coll {
+
+using namespace accl::dev::host;
+
+ACCL_DEV MailboxHeader* header(const CollKernelArgs& a, int rank) {
+  return devicePointer(reinterpret_cast<MailboxHeader*>(a.mailbox[rank]));
+}
+
+// Every thread of the block waits for *flag >= v; false once the host asked the kernels to
+// give up (abort, a failed peer): the data is then meaningless, the stream must go on.
+ACCL_DEV bool waitAtLeast(const CollKernelArgs& a, const uint64_t* flag, uint64_t v) {
+  for (uint32_t i = 0;; i++) {
+    if (loadAcquire(flag) >= v) return true;
+    if ((i & 255) == 255 && loadAcquire(devicePointer(a.abortFlag)) != 0) return false;
+    spinPause();
+  }
+}
+
+// The block's threads copy `bytes` (16-byte vectors when both ends allow, else bytes).
+ACCL_DEV void blockCopy(char* dst, const char* src, size_t bytes) {
+  size_t head = 0;
+  if (vecAligned(dst, src)) {
+    const size_t vecs = bytes / 16;
+    for (size_t i = threadIndex(); i < vecs; i += blockSize()) storeVec(dst + 16 * i, loadVec(src + 16 * i));
+    head = vecs * 16;
+  }
+  for (size_t i = head + threadIndex(); i < bytes; i += blockSize()) dst[i] = src[i];
+}
+
+template <class E>
+ACCL_DEV typename E::Compute scalarOf(const CollKernelArgs& a, int rank) {
+  using S = typename E::Storage;
+  S s;
+  if (a.scalarKind[rank] == ScalarKind::Device) {
+    s = *devicePointer(static_cast<const S*>(a.scalarPtr[rank]));
+  } else {
+    const unsigned char* b = a.scalarBytes[rank];
+    unsigned char* o = reinterpret_cast<unsigned char*>(&s);
+    for (size_t i = 0; i < sizeof(S); i++) o[i] = b[i];
+  }
+  return E::widen(s);
+}
+
+// The block's threads write src * scalar (PreMulSum's pre-scaling, rounded per element).
+template <class E>
+ACCL_DEV void blockScale(char* dstv, const char* srcv, size_t bytes, typename E::Compute k) {
+  using S = typename E::Storage;
+  S* dst = reinterpret_cast<S*>(dstv);
+  const S* src = reinterpret_cast<const S*>(srcv);
+  for (size_t i = threadIndex(); i < bytes / sizeof(S); i += blockSize()) dst[i] = E::narrow(ProdOp::apply(E::widen(src[i]), k));
+}
+
+template <class E>
+ACCL_DEV void runSend(const CollKernelArgs& a, const KTask& t) {
+  MailboxHeader* me = header(a, t.rank);
+  uint64_t g = me->sent[t.peer][t.ch];
+  syncBlock();  // everyone has read the position before thread 0 may write it back
+  char* peerBase = a.mailbox[t.peer];
+  MailboxHeader* peer = header(a, t.peer);
+  for (int s = 0; s < t.segments; s++) {
+    const KSegment& seg = a.segments[t.firstSegment + s];
+    for (uint64_t off = 0, i = 0; off < seg.bytes; off += kChunkBytes, i++, g++) {
+      const size_t n = seg.bytes - off < kChunkBytes ? seg.bytes - off : kChunkBytes;
+      if (g >= static_cast<uint64_t>(kSlots) && !waitAtLeast(a, &me->freed[t.peer][t.ch], g + 1 - kSlots)) return;
+      if (seg.foldWait && !waitAtLeast(a, &me->folded[seg.foldWait - 1], i + 1)) return;
+      char* slot = devicePointer(peerBase + slotOffset(t.rank, t.ch, g));
+      const char* src = devicePointer(seg.src + off);
+      if (seg.scaled) blockScale<E>(slot, src, n, scalarOf<E>(a, t.rank));
+      else blockCopy(slot, src, n);
+      syncBlock();
+      if (threadIndex() == 0) {
+        storeRelease(&peer->posted[t.rank][t.ch], g + 1);
+        if (t.ch == 0) storeRelease(&me->sentChunks[t.peer], i + 1);
+      }
+    }
+  }
+  if (threadIndex() == 0) me->sent[t.peer][t.ch] = g;
+}
+
+ACCL_DEV void runRecv(const CollKernelArgs& a, const KTask& t) {
+  MailboxHeader* me = header(a, t.rank);
+  uint64_t g = me->consumed[t.peer][t.ch];
+  syncBlock();
+  char* myBase = a.mailbox[t.rank];
+  MailboxHeader* peer = header(a, t.peer);
+  for (int s = 0; s < t.segments; s++) {
+    const KSegment& seg = a.segments[t.firstSegment + s];
+    for (uint64_t off = 0; off < seg.bytes; off += kChunkBytes, g++) {
+      const size_t n = seg.bytes - off < kChunkBytes ? seg.bytes - off : kChunkBytes;
+      if (!waitAtLeast(a, &me->posted[t.peer][t.ch], g + 1)) return;
+      blockCopy(devicePointer(seg.dst + off), devicePointer(myBase + slotOffset(t.peer, t.ch, g)), n);
+      syncBlock();
+      if (threadIndex() == 0) storeRelease(&peer->freed[t.rank][t.ch], g + 1);
+    }
+  }
+  if (threadIndex() == 0) me->consumed[t.peer][t.ch] = g;
+}
+
+ACCL_DEV void runCopy(const CollKernelArgs& a, const KTask& t) {
+  for (int s = 0; s < t.segments; s++) {
+    const KSegment& seg = a.segments[t.firstSegment + s];
+    if (seg.src != seg.dst && seg.bytes) blockCopy(devicePointer(seg.dst), devicePointer(seg.src), seg.bytes);
+  }
+}
+
+template <class E, class Op>
+ACCL_DEV void runFold(const CollKernelArgs& a, const KTask& t) {
+  using S = typename E::Storage;
+  using C = typename E::Compute;
+  MailboxHeader* me = header(a, t.rank);
+  uint64_t g[kMailboxRanks];
+  for (int r = 0; r < a.nranks; r++) g[r] = me->consumed[r][t.ch];
+  syncBlock();
+  const KSegment& seg = a.segments[t.firstSegment];
+  const int rank = t.rank;
+  const bool scaled = a.scalarKind[rank] != ScalarKind::None;
+  const C k = scaled ? scalarOf<E>(a, rank) : C{};
+  char* myBase = a.mailbox[rank];
+  uint64_t i = 0;
+  for (uint64_t off = 0; off < seg.bytes; off += kChunkBytes, i++) {
+    const size_t n = (seg.bytes - off < kChunkBytes ? seg.bytes - off : kChunkBytes) / sizeof(S);
+    const S* in[kMailboxRanks];
+    for (int r = 0; r < a.nranks; r++) {
+      if (r == rank) {
+        in[r] = reinterpret_cast<const S*>(devicePointer(seg.src + off));
+        continue;
+      }
+      if (!waitAtLeast(a, &me->posted[r][t.ch], g[r] + 1)) return;
+      in[r] = reinterpret_cast<const S*>(devicePointer(myBase + slotOffset(r, t.ch, g[r])));
+    }
+    if (seg.foldWait)
+      for (int r = 0; r < a.nranks; r++)
+        if (r != rank && !waitAtLeast(a, &me->sentChunks[r], i + 1)) return;
+    S* out = reinterpret_cast<S*>(devicePointer(seg.dst + off));
+    for (size_t e = threadIndex(); e < n; e += blockSize()) {
+      S acc = in[0][e];
+      if (scaled && rank == 0) acc = E::narrow(ProdOp::apply(E::widen(acc), k));
+      for (int r = 1; r < a.nranks; r++) {
+        S x = in[r][e];
+        if (scaled && r == rank) x = E::narrow(ProdOp::apply(E::widen(x), k));
+        acc = E::narrow(Op::apply(E::widen(acc), E::widen(x)));
+      }
+      out[e] = a.divisor > 1 ? divideOne<E>(acc, static_cast<int>(a.divisor)) : acc;
+    }
+    syncBlock();
+    if (threadIndex() == 0) {
+      for (int r = 0; r < a.nranks; r++) {
+        if (r == rank) continue;
+        storeRelease(&header(a, r)->freed[rank][t.ch], g[r] + 1);
+      }
+      storeRelease(&me->folded[t.ch], i + 1);
+    }
+    for (int r = 0; r < a.nranks; r++) g[r]++;
+  }
+  if (threadIndex() == 0)
+    for (int r = 0; r < a.nranks; r++)
+      if (r != rank) me->consumed[r][t.ch] = g[r];
+}
+
+template <class E, class Op>
+ACCL_DEV void collective(const CollKernelArgs& a) {
+  if (static_cast<int>(blockIndex()) >= a.ntasks) return;
+  const KTask t = a.tasks[blockIndex()];
+  switch (t.kind) {
+    case TaskKind::Send: runSend<E>(a, t); break;
+    case TaskKind::Recv: runRecv(a, t); break;
+    case TaskKind::Copy: runCopy(a, t); break;
+    case TaskKind::Fold: runFold<E, Op>(a, t); break;
+  }
+}
+
+}  // namespace accl::kern::coll
+
+// accl_coll_<type>_<op>(args): one launch per collective (or group of sends and receives).
+#define ACCL_COLL_KERNEL(name, nccltype, opname, Op)                                                 \
+  ACCL_KERNEL_NAMED(accl_coll_##name##_##opname, (accl::kern::CollKernelArgs a)) {                   \
+    accl::kern::coll::collective<accl::dev::host::ElementOf<nccltype>::type, accl::dev::host::Op>(a); \
+  }
+#define ACCL_COLL_KERNELS(name, nccltype)          \
+  ACCL_COLL_KERNEL(name, nccltype, sum, SumOp)     \
+  ACCL_COLL_KERNEL(name, nccltype, prod, ProdOp)   \
+  ACCL_COLL_KERNEL(name, nccltype, max, MaxOp)     \
+  ACCL_COLL_KERNEL(name, nccltype, min, MinOp)
+
+ACCL_COLL_KERNELS(int8, ncclInt8)
+ACCL_COLL_KERNELS(uint8, ncclUint8)
+ACCL_COLL_KERNELS(int32, ncclInt32)
+ACCL_COLL_KERNELS(uint32, ncclUint32)
+ACCL_COLL_KERNELS(int64, ncclInt64)
+ACCL_COLL_KERNELS(uint64, ncclUint64)
+ACCL_COLL_KERNELS(float16, ncclFloat16)
+ACCL_COLL_KERNELS(float32, ncclFloat32)
+ACCL_COLL_KERNELS(float64, ncclFloat64)
+ACCL_COLL_KERNELS(bfloat16, ncclBfloat16)
+ACCL_COLL_KERNELS(float8e4m3, ncclFloat8e4m3)
+ACCL_COLL_KERNELS(float8e5m2, ncclFloat8e5m2)

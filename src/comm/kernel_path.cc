@@ -1,0 +1,165 @@
+#include "comm/kernel_path.h"
+#include <cstdlib>
+#include <cstring>
+#include "base/check.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "comm/comm.h"
+#include "device/deferred_release.h"
+
+namespace accl {
+namespace {
+
+// What every rank tells the others about its mailbox.
+struct MailboxRecord {
+  uint32_t ok;  // 1: allocated and exported
+  int32_t pid;
+  uint64_t pidNs;
+  uint64_t addr;  // in the owner's process
+  dev::SharedHandle handle;
+};
+
+// Why this communicator cannot use the kernel path ("" when it can), from what every rank
+// published: the same decision on every rank.
+std::string ineligible(const Comm& c) {
+  if (!c.backend->runsCollectiveKernels()) return "its backend runs no collective kernels";
+  if (c.nranks < 2) return "one rank (its work goes straight onto the stream)";
+  if (c.nranks > kern::kMailboxRanks)
+    return std::to_string(c.nranks) + " ranks (at most " + std::to_string(kern::kMailboxRanks) + ")";
+  if (param::p2pDisable() != 0) return "NCCL_P2P_DISABLE=1";
+  const PeerInfo& me = c.peers[c.rank];
+  for (const PeerInfo& p : c.peers) {
+    if (p.hostHash != me.hostHash) return "ranks on other hosts (the network proxy is not built yet)";
+    if (p.deviceId == 0 || p.deviceId != me.deviceId) return "ranks on other devices (peer access is not used yet)";
+  }
+  return "";
+}
+
+int maxConnections() {
+  const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  const int n = v ? std::atoi(v) : 0;
+  return n > 0 ? n : 8;  // the driver's default
+}
+
+}  // namespace
+
+KernelPath::~KernelPath() {
+  opened_.clear();  // unmap the peers' mailboxes first
+  // After an abort a kernel of a peer process may still be reading ours: the device frees it
+  // once its streams let it go (deferred_release.h).
+  if (own_.get() && abortHost_ && *abortHost_ != 0) dev::releaseLater(backend_, std::move(own_));
+}
+
+void KernelPath::stopKernels() {
+  if (abortHost_) __atomic_store_n(abortHost_, 1, __ATOMIC_SEQ_CST);
+}
+
+void KernelPath::fillCommon(kern::CollKernelArgs* a) const {
+  std::memset(a, 0, sizeof(*a));
+  a->nranks = nranks_;
+  for (int r = 0; r < nranks_; r++) a->mailbox[r] = base_[r];
+  a->abortFlag = abortDevice_;
+}
+
+void KernelPath::orderAfterPrevious(dev::Backend& backend, const dev::StreamRef& s) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (launched_ && !(last_ == s)) backend.orderAfter(last_, {s});
+  last_ = s;
+  launched_ = true;
+}
+
+ncclResult_t KernelPath::staging(size_t bytes, bool capturing, char** out) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (bytes > stagingBytes_) {
+    if (capturing) {
+      WARN("rank %d: a captured send of %zu bytes overlaps a receive of the same group and needs staging memory, which "
+           "cannot be allocated during a stream capture: run the same call once before capturing it",
+           rank_, bytes);
+      return ncclInvalidUsage;
+    }
+    void* p = nullptr;
+    NCCLCHECK(backend_->memAlloc("send staging", &p, bytes));
+    std::shared_ptr<dev::Backend> be = backend_;
+    staging_.emplace_back(static_cast<char*>(p), [be](char* q) { be->memFree("send staging", q); });
+    stagingBytes_ = bytes;
+  }
+  *out = staging_.back().get();
+  return ncclSuccess;
+}
+
+ncclResult_t setUpKernelPath(Comm* c) {
+  const std::string why = ineligible(*c);
+  if (!why.empty()) {
+    if (c->backend->runsCollectiveKernels() && c->nranks > 1 && maxConnections() == 1) {
+      WARN("rank %d: CUDA_DEVICE_MAX_CONNECTIONS=1 gives all streams of device %d one hardware queue, and this "
+           "communicator cannot run its collectives as kernels on the caller's stream (%s): its gate model makes the "
+           "caller's stream wait for work on another stream of the device, which would hang there. Unset "
+           "CUDA_DEVICE_MAX_CONNECTIONS or set it to 2 or more (docs/gpu.md, \"Who waits for whom\")",
+           c->rank, c->cudaDev, why.c_str());
+      return ncclInvalidUsage;
+    }
+    if (c->backend->runsCollectiveKernels() && c->rank == 0)
+      INFO(kSubsysInit, "comm of %d ranks: collectives use the CUDA gate model, not kernels on the caller's stream: %s",
+           c->nranks, why.c_str());
+    return ncclSuccess;
+  }
+  const PeerInfo& me = c->peers[c->rank];
+  int inProcess = 0;
+  for (const PeerInfo& p : c->peers) inProcess += p.pid == me.pid && p.pidNs == me.pidNs;
+  if (inProcess > 1 && maxConnections() < inProcess) {
+    WARN("rank %d: %d ranks of this communicator drive device %d from this process, and their kernels wait for each "
+         "other, so they must run side by side; CUDA_DEVICE_MAX_CONNECTIONS=%d gives the device's streams only %d "
+         "hardware queue(s), where one rank's kernel can sit behind another's and never start. Set "
+         "CUDA_DEVICE_MAX_CONNECTIONS to %d or more, or run one rank per process (docs/gpu.md, \"Several ranks on one "
+         "GPU\")",
+         c->rank, inProcess, c->cudaDev, maxConnections(), maxConnections(), inProcess);
+    return ncclInvalidUsage;
+  }
+
+  auto kp = std::make_shared<KernelPath>();
+  kp->backend_ = c->backend;
+  kp->rank_ = c->rank;
+  kp->nranks_ = c->nranks;
+  std::vector<MailboxRecord> recs(c->nranks);
+  MailboxRecord& mine = recs[c->rank];
+  mine = {};
+  mine.pid = me.pid;
+  mine.pidNs = me.pidNs;
+  const size_t bytes = kern::mailboxBytes(c->nranks);
+  void* abortDev = nullptr;
+  if (c->backend->allocShared(bytes, &kp->own_, &mine.handle) == ncclSuccess &&
+      c->backend->allocMapped(sizeof(uint64_t), &kp->abortWord_, &abortDev) == ncclSuccess) {
+    mine.ok = 1;
+    mine.addr = reinterpret_cast<uint64_t>(kp->own_.get());
+    kp->abortHost_ = reinterpret_cast<uint64_t*>(kp->abortWord_.get());
+    kp->abortDevice_ = static_cast<const uint64_t*>(abortDev);
+  }
+  NCCLCHECK(c->bootstrap->allGather(recs.data(), sizeof(MailboxRecord)));
+  for (const MailboxRecord& r : recs)
+    if (!r.ok) {
+      INFO(kSubsysInit, "rank %d: a rank could not set up its collective mailbox; collectives use the gate model",
+           c->rank);
+      return ncclSuccess;
+    }
+  for (int r = 0; r < c->nranks; r++) {
+    if (recs[r].pid == me.pid && recs[r].pidNs == me.pidNs) {
+      kp->base_[r] = reinterpret_cast<char*>(recs[r].addr);
+      continue;
+    }
+    dev::Buffer b;
+    if (c->backend->openShared(recs[r].handle, &b) != ncclSuccess) {
+      WARN("rank %d: cannot map the collective mailbox of %s (CUDA IPC)", c->rank, c->describePeer(r).c_str());
+      return ncclRemoteError;
+    }
+    kp->base_[r] = b.get();
+    kp->opened_.push_back(std::move(b));
+  }
+  INFO(kSubsysInit | kSubsysColl,
+       "rank %d/%d: collectives run as kernels on the caller's stream (mailboxes of %zu bytes, %d ranks of this "
+       "process on device %d; chunks of %zu bytes, %d in flight per channel, %u threads per block)",
+       c->rank, c->nranks, bytes, inProcess, c->cudaDev, kern::kChunkBytes, kern::kSlots, kern::kCollThreads);
+  c->kernelPath = std::move(kp);
+  return ncclSuccess;
+}
+
+}  // namespace accl

@@ -1,0 +1,61 @@
+// kernel_path.h: what a communicator needs to run its collectives as kernels on the caller's
+// stream (kernels/collective_kernel.h), set up at init, outside any stream capture: every
+// rank's mailbox mapped in this process (its own exported with CUDA IPC, the other processes'
+// opened, the same process's used as they are) and a word of mapped host memory that makes
+// waiting kernels give up when the communicator is aborted or fails.
+//
+// Used when every rank of the communicator drives the same device on this host (several
+// ranks per GPU, as threads or processes) and there are at most kern::kMailboxRanks of them;
+// communicators with ranks elsewhere use the gate model (docs/gpu.md says what that means).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+#include "device/backend.h"
+
+namespace accl {
+
+class Comm;
+
+class KernelPath {
+ public:
+  ~KernelPath();
+  // Makes waiting kernels of this rank give up (abort, a failed communicator).
+  void stopKernels();
+  // The part of every launch's arguments that is the same for every call.
+  void fillCommon(kern::CollKernelArgs* a) const;
+  // Orders a launch on `s` after this communicator's previous launch when that was on
+  // another stream (a rank's launches must not overlap: they share its mailbox positions).
+  void orderAfterPrevious(dev::Backend& backend, const dev::StreamRef& s);
+  // Device memory of at least `bytes` for staging sends that a receive of the same launch
+  // overwrites. Kept until the communicator goes (a captured graph may still read an older
+  // one); grown only outside capture: a capturing caller that needs more gets an error.
+  ncclResult_t staging(size_t bytes, bool capturing, char** out);
+
+ private:
+  friend ncclResult_t setUpKernelPath(Comm* c);
+  std::shared_ptr<dev::Backend> backend_;
+  int rank_ = 0, nranks_ = 0;
+  dev::Buffer own_;                   // this rank's mailbox (exported)
+  std::vector<dev::Buffer> opened_;   // other processes' mailboxes, mapped here
+  char* base_[kern::kMailboxRanks] = {};
+  dev::Buffer abortWord_;             // mapped host memory
+  uint64_t* abortHost_ = nullptr;
+  const uint64_t* abortDevice_ = nullptr;
+  std::mutex mu_;
+  dev::StreamRef last_;
+  bool launched_ = false;
+  std::vector<dev::Buffer> staging_;  // the last one is the current (largest)
+  size_t stagingBytes_ = 0;
+};
+
+// Collective over the communicator (every rank calls it after peer information is exchanged):
+// sets c->kernelPath when every rank can use the kernel path, leaves it null when any cannot
+// (with an INFO line saying why). An error (WARNed) for a set-up that would hang: ranks of
+// this communicator in one process that share the device need as many hardware queues
+// (CUDA_DEVICE_MAX_CONNECTIONS) as there are of them, so that their kernels run side by side.
+ncclResult_t setUpKernelPath(Comm* c);
+
+}  // namespace accl

@@ -1,0 +1,334 @@
+#include "sched/device_collective.h"
+#include <algorithm>
+#include <cstring>
+#include "base/check.h"
+#include "base/log.h"
+#include "coll/algorithms.h"
+#include "comm/kernel_path.h"
+
+namespace accl {
+namespace {
+
+using kern::KSegment;
+using kern::KTask;
+using kern::TaskKind;
+
+// All-reduces up to this size send every rank's whole input to every peer and fold it there
+// (one exchange); larger ones reduce a slice per rank and gather the slices (half the folding,
+// and each byte crosses once per peer).
+constexpr size_t kOneShotBytes = 2 * kern::kChunkBytes;
+
+// The tasks of one launch while they are being put together.
+class LaunchDraft {
+ public:
+  explicit LaunchDraft(const KernelPath& kp) { kp.fillCommon(&args_); }
+  // The rank whose tasks the calls below add.
+  void forRank(int rank) { rank_ = rank; }
+  int rank() const { return rank_; }
+  // The task for (rank, kind, peer, ch), made on first use: one block per stream of bytes.
+  int task(TaskKind kind, int peer, int ch) {
+    for (size_t i = 0; i < tasks_.size(); i++)
+      if (tasks_[i].t.kind == kind && tasks_[i].t.rank == rank_ && tasks_[i].t.peer == peer && tasks_[i].t.ch == ch &&
+          kind != TaskKind::Fold)
+        return static_cast<int>(i);
+    Draft d{};
+    d.t.kind = kind;
+    d.t.rank = static_cast<int16_t>(rank_);
+    d.t.peer = static_cast<int16_t>(peer);
+    d.t.ch = static_cast<uint8_t>(ch);
+    tasks_.push_back(d);
+    return static_cast<int>(tasks_.size() - 1);
+  }
+  void add(int task, const char* src, char* dst, size_t bytes, uint32_t foldWait = 0, bool scaled = false) {
+    KSegment s{};
+    s.src = src;
+    s.dst = dst;
+    s.bytes = bytes;
+    s.foldWait = foldWait;
+    s.scaled = scaled ? 1 : 0;
+    tasks_[task].segs.push_back(s);
+  }
+  void send(int peer, int ch, const char* src, size_t bytes, bool scaled = false, uint32_t foldWait = 0) {
+    add(task(TaskKind::Send, peer, ch), src, nullptr, bytes, foldWait, scaled);
+  }
+  void recv(int peer, int ch, char* dst, size_t bytes) { add(task(TaskKind::Recv, peer, ch), nullptr, dst, bytes); }
+  void copy(const char* src, char* dst, size_t bytes) {
+    if (src != dst && bytes) add(task(TaskKind::Copy, -1, 0), src, dst, bytes);
+  }
+  // inPlace: the sends read what the fold overwrites (chunk by chunk, it waits for them).
+  void fold(int ch, const char* src, char* dst, size_t bytes, bool inPlace = false) {
+    add(task(TaskKind::Fold, -1, ch), src, dst, bytes, inPlace ? 1 : 0);
+  }
+  kern::CollKernelArgs& args() { return args_; }
+
+  // Lays the tasks out in the arguments; an error (WARNed) when they do not fit.
+  ncclResult_t finish(const char* what) {
+    size_t segs = 0;
+    for (const Draft& d : tasks_) segs += std::max<size_t>(1, d.segs.size());
+    if (tasks_.size() > static_cast<size_t>(kern::kMaxTasks) || segs > static_cast<size_t>(kern::kMaxSegments)) {
+      WARN("%s: %zu streams of %zu pieces do not fit one launch of the collective kernel (at most %d and %d): split "
+           "the group",
+           what, tasks_.size(), segs, kern::kMaxTasks, kern::kMaxSegments);
+      return ncclInvalidUsage;
+    }
+    uint16_t next = 0;
+    int n = 0;
+    for (Draft& d : tasks_) {
+      d.t.firstSegment = next;
+      d.t.segments = static_cast<uint16_t>(d.segs.size());
+      for (const KSegment& s : d.segs) args_.segments[next++] = s;
+      if (d.segs.empty()) continue;
+      args_.tasks[n++] = d.t;
+    }
+    args_.ntasks = n;
+    return ncclSuccess;
+  }
+
+ private:
+  struct Draft {
+    KTask t;
+    std::vector<KSegment> segs;
+  };
+  kern::CollKernelArgs args_;
+  std::vector<Draft> tasks_;
+  int rank_ = 0;
+};
+
+void setScalar(const OpDesc& op, int rank, kern::CollKernelArgs* a) {
+  if (!op.preMul) return;
+  if (op.deviceScalar) {
+    a->scalarKind[rank] = kern::ScalarKind::Device;
+    a->scalarPtr[rank] = op.deviceScalar;
+  } else {
+    a->scalarKind[rank] = kern::ScalarKind::Immediate;
+    std::memcpy(a->scalarBytes[rank], op.scalar, sizeof(a->scalarBytes[rank]));
+  }
+}
+
+struct Span {
+  uintptr_t lo, hi;
+  bool overlaps(const Span& o) const { return lo < o.hi && o.lo < hi; }
+};
+Span spanOf(const void* p, size_t bytes) {
+  const auto lo = reinterpret_cast<uintptr_t>(p);
+  return {lo, lo + bytes};
+}
+
+// One collective's tasks on this rank.
+void buildCollective(const OpDesc& op, int rank, int n, LaunchDraft* d) {
+  d->forRank(rank);
+  const size_t esize = dev::typeSize(op.type);
+  const size_t bytes = op.count * esize;
+  const char* in = static_cast<const char*>(op.sendbuff);
+  char* out = static_cast<char*>(op.recvbuff);
+  const bool scaled = op.preMul;
+  d->args().divisor = op.avg ? static_cast<uint32_t>(n) : 1;
+  setScalar(op, rank, &d->args());
+  switch (op.kind) {
+    case OpKind::AllReduce:
+      if (bytes <= kOneShotBytes) {
+        for (int p = 0; p < n; p++)
+          if (p != rank) d->send(p, 0, in, bytes, scaled);
+        d->fold(0, in, out, bytes, spanOf(in, bytes).overlaps(spanOf(out, bytes)));
+      } else {
+        const Slices sl{op.count, n};
+        const size_t mine = sl.start(rank) * esize, mineLen = sl.len(rank) * esize;
+        for (int p = 0; p < n; p++) {
+          if (p == rank) continue;
+          d->send(p, 0, in + sl.start(p) * esize, sl.len(p) * esize, scaled);
+          d->send(p, 1, out + mine, mineLen, false, /*foldWait=*/1);
+          d->recv(p, 1, out + sl.start(p) * esize, sl.len(p) * esize);
+        }
+        d->fold(0, in + mine, out + mine, mineLen);
+      }
+      break;
+    case OpKind::Reduce:
+      if (rank == op.root) d->fold(0, in, out, bytes);
+      else d->send(op.root, 0, in, bytes, scaled);
+      break;
+    case OpKind::ReduceScatter:
+      for (int p = 0; p < n; p++)
+        if (p != rank) d->send(p, 0, in + p * bytes, bytes, scaled);
+      d->fold(0, in + rank * bytes, out, bytes);
+      break;
+    case OpKind::Broadcast:
+      if (rank == op.root) {
+        for (int p = 0; p < n; p++)
+          if (p != rank) d->send(p, 0, in, bytes);
+        d->copy(in, out, bytes);
+      } else {
+        d->recv(op.root, 0, out, bytes);
+      }
+      break;
+    case OpKind::AllGather:
+      for (int p = 0; p < n; p++) {
+        if (p == rank) continue;
+        d->send(p, 0, in, bytes);
+        d->recv(p, 0, out + p * bytes, bytes);
+      }
+      d->copy(in, out + rank * bytes, bytes);
+      break;
+    case OpKind::Gather:
+      if (rank == op.root) {
+        for (int p = 0; p < n; p++)
+          if (p != rank) d->recv(p, 0, out + p * bytes, bytes);
+        d->copy(in, out + rank * bytes, bytes);
+      } else {
+        d->send(op.root, 0, in, bytes);
+      }
+      break;
+    case OpKind::Scatter:
+      if (rank == op.root) {
+        for (int p = 0; p < n; p++)
+          if (p != rank) d->send(p, 0, in + p * bytes, bytes);
+        d->copy(in + rank * bytes, out, bytes);
+      } else {
+        d->recv(op.root, 0, out, bytes);
+      }
+      break;
+    case OpKind::AlltoAll:
+      for (int p = 0; p < n; p++) {
+        if (p == rank) continue;
+        d->send(p, 0, in + p * bytes, bytes);
+        d->recv(p, 0, out + p * bytes, bytes);
+      }
+      d->copy(in + rank * bytes, out + rank * bytes, bytes);
+      break;
+    case OpKind::Send:
+    case OpKind::Recv:
+      break;  // buildPointToPoint
+  }
+}
+
+// A group's sends and receives (and in-place all-to-all) in one launch: sends to a peer in
+// call order on channel 0, receives likewise; a send to self is a local copy of the matching
+// receive. Sends that a receive of the launch overwrites are staged first (stream-ordered
+// copies into the communicator's staging memory), as the receives may land before they are sent.
+ncclResult_t buildPointToPoint(std::vector<OpDesc*>& p2p, KernelPath& kp, const dev::StreamRef& stream,
+                               bool capturing, int rank, LaunchDraft* d, dev::Backend& backend) {
+  d->forRank(rank);
+  std::vector<Span> writes;
+  for (OpDesc* op : p2p)
+    if (op->kind == OpKind::Recv) writes.push_back(spanOf(op->recvbuff, op->count * dev::typeSize(op->type)));
+  size_t stageBytes = 0;
+  std::vector<std::pair<OpDesc*, size_t>> staged;  // op, offset in staging
+  for (OpDesc* op : p2p) {
+    if (op->kind != OpKind::Send || op->peer == rank) continue;
+    const Span s = spanOf(op->sendbuff, op->count * dev::typeSize(op->type));
+    bool clash = false;
+    for (const Span& w : writes) clash = clash || s.overlaps(w);
+    if (!clash) continue;
+    staged.push_back({op, stageBytes});
+    stageBytes += (s.hi - s.lo + 15) & ~size_t{15};
+  }
+  if (!staged.empty()) {
+    char* base = nullptr;
+    NCCLCHECK(kp.staging(stageBytes, capturing, &base));
+    dev::StreamRef direct = stream;
+    direct.direct = true;
+    for (auto& [op, off] : staged) {
+      const size_t b = op->count * dev::typeSize(op->type);
+      backend.copy(direct, base + off, op->sendbuff, b, false);
+      op->sendbuff = base + off;
+    }
+    if (backend.failed()) return ncclUnhandledCudaError;
+  }
+  std::vector<OpDesc*> selfSends, selfRecvs;
+  for (OpDesc* op : p2p) {
+    const size_t b = op->count * dev::typeSize(op->type);
+    if (op->peer == rank) {
+      (op->kind == OpKind::Send ? selfSends : selfRecvs).push_back(op);
+      continue;
+    }
+    if (op->kind == OpKind::Send) d->send(op->peer, 0, static_cast<const char*>(op->sendbuff), b);
+    else d->recv(op->peer, 0, static_cast<char*>(op->recvbuff), b);
+  }
+  if (selfSends.size() != selfRecvs.size()) {
+    WARN("rank %d: a group has %zu send(s) to this rank itself but %zu receive(s) from it", rank, selfSends.size(),
+         selfRecvs.size());
+    return ncclInvalidUsage;
+  }
+  for (size_t i = 0; i < selfSends.size(); i++)
+    d->copy(static_cast<const char*>(selfSends[i]->sendbuff), static_cast<char*>(selfRecvs[i]->recvbuff),
+            std::min(selfSends[i]->count * dev::typeSize(selfSends[i]->type),
+                     selfRecvs[i]->count * dev::typeSize(selfRecvs[i]->type)));
+  return ncclSuccess;
+}
+
+// Copies an in-place (or overlapping) all-to-all's input aside first: a peer's block may land
+// in our buffer before ours to that peer has been sent.
+ncclResult_t stageAlltoAll(OpDesc* op, KernelPath& kp, dev::Backend& backend, const dev::StreamRef& s,
+                           bool capturing) {
+  const size_t b = op->count * dev::typeSize(op->type) * op->comm->nranks;
+  if (!spanOf(op->sendbuff, b).overlaps(spanOf(op->recvbuff, b))) return ncclSuccess;
+  char* staged = nullptr;
+  NCCLCHECK(kp.staging(b, capturing, &staged));
+  dev::StreamRef direct = s;
+  direct.direct = true;
+  backend.copy(direct, staged, op->sendbuff, b, false);
+  if (backend.failed()) return ncclUnhandledCudaError;
+  op->sendbuff = staged;
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops) {
+  // Per rank (Comm object) in this launch, its collectives in call order and its sends/receives.
+  struct RankOps {
+    Comm* comm;
+    std::vector<OpDesc*> colls, p2p;
+  };
+  std::vector<RankOps> ranks;
+  for (auto& op : ops) {
+    auto it = std::find_if(ranks.begin(), ranks.end(), [&](const RankOps& r) { return r.comm == op->comm.get(); });
+    if (it == ranks.end()) {
+      ranks.push_back({op->comm.get(), {}, {}});
+      it = ranks.end() - 1;
+    }
+    (op->isP2p() ? it->p2p : it->colls).push_back(op.get());
+  }
+  Comm& c0 = *ranks.front().comm;
+  dev::Backend& backend = *c0.backend;
+  const dev::StreamRef first = ops.front()->stream;
+  std::vector<dev::StreamRef> others;
+  for (const auto& op : ops)
+    if (!(op->stream == first) && std::find(others.begin(), others.end(), op->stream) == others.end())
+      others.push_back(op->stream);
+  for (const dev::StreamRef& o : others) backend.orderAfter(o, {first});
+  for (RankOps& r : ranks) r.comm->kernelPath->orderAfterPrevious(backend, first);
+  const bool capturing = backend.streamCapturing(first);
+
+  // Launch j carries collective j of every rank here (ranks of one communicator queued on one
+  // stream by one thread: separate launches would wait for each other forever).
+  size_t launches = 0;
+  for (const RankOps& r : ranks) launches = std::max(launches, r.colls.size());
+  for (size_t j = 0; j < launches; j++) {
+    LaunchDraft d(*c0.kernelPath);
+    const OpDesc* lead = nullptr;
+    for (RankOps& r : ranks) {
+      if (j >= r.colls.size()) continue;
+      OpDesc* op = r.colls[j];
+      if (op->kind == OpKind::AlltoAll) NCCLCHECK(stageAlltoAll(op, *r.comm->kernelPath, backend, first, capturing));
+      buildCollective(*op, r.comm->rank, r.comm->nranks, &d);
+      if (!lead) lead = op;
+    }
+    NCCLCHECK(d.finish(lead->describe().c_str()));
+    if (d.args().ntasks > 0) NCCLCHECK(backend.launchCollective(first, lead->type, lead->red, d.args()));
+  }
+  bool anyP2p = false;
+  LaunchDraft d(*c0.kernelPath);
+  for (RankOps& r : ranks) {
+    if (r.p2p.empty()) continue;
+    anyP2p = true;
+    NCCLCHECK(buildPointToPoint(r.p2p, *r.comm->kernelPath, first, capturing, r.comm->rank, &d, backend));
+  }
+  if (anyP2p) {
+    NCCLCHECK(d.finish("a group's sends and receives"));
+    if (d.args().ntasks > 0) NCCLCHECK(backend.launchCollective(first, ncclInt8, dev::RedKind::Sum, d.args()));
+  }
+  if (!others.empty()) backend.orderAfter(first, others);
+  return ncclSuccess;
+}
+
+}  // namespace accl
