@@ -11,8 +11,12 @@ namespace accl {
 namespace {
 
 // What every rank tells the others about its mailbox.
+struct DeviceRecord {
+  char busId[32];  // the rank's device
+};
+
 struct MailboxRecord {
-  uint32_t ok;  // 1: allocated and exported
+  uint32_t ok;  // 1: every other rank's device is reachable, mailbox allocated and exported
   int32_t pid;
   uint64_t pidNs;
   uint64_t addr;  // in the owner's process
@@ -30,7 +34,7 @@ std::string ineligible(const Comm& c) {
   const PeerInfo& me = c.peers[c.rank];
   for (const PeerInfo& p : c.peers) {
     if (p.hostHash != me.hostHash) return "ranks on other hosts (the network proxy is not built yet)";
-    if (p.deviceId == 0 || p.deviceId != me.deviceId) return "ranks on other devices (peer access is not used yet)";
+    if (p.deviceId == 0) return "ranks on host memory";
   }
   return "";
 }
@@ -39,6 +43,18 @@ int maxConnections() {
   const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
   const int n = v ? std::atoi(v) : 0;
   return n > 0 ? n : 8;  // the driver's default
+}
+
+// The gate model makes the caller's stream wait for work on another stream of the device:
+// with one hardware queue for all streams that wait blocks the very work that would end it.
+ncclResult_t refuseGateModelUnderOneQueue(const Comm* c, const std::string& why) {
+  if (!c->backend->runsCollectiveKernels() || c->nranks < 2 || maxConnections() != 1) return ncclSuccess;
+  WARN("rank %d: CUDA_DEVICE_MAX_CONNECTIONS=1 gives all streams of device %d one hardware queue, and this "
+       "communicator cannot run its collectives as kernels on the caller's stream (%s): its gate model makes the "
+       "caller's stream wait for work on another stream of the device, which would hang there. Unset "
+       "CUDA_DEVICE_MAX_CONNECTIONS or set it to 2 or more (docs/gpu.md, \"Who waits for whom\")",
+       c->rank, c->cudaDev, why.c_str());
+  return ncclInvalidUsage;
 }
 
 }  // namespace
@@ -90,22 +106,15 @@ ncclResult_t KernelPath::staging(size_t bytes, bool capturing, char** out) {
 ncclResult_t setUpKernelPath(Comm* c) {
   const std::string why = ineligible(*c);
   if (!why.empty()) {
-    if (c->backend->runsCollectiveKernels() && c->nranks > 1 && maxConnections() == 1) {
-      WARN("rank %d: CUDA_DEVICE_MAX_CONNECTIONS=1 gives all streams of device %d one hardware queue, and this "
-           "communicator cannot run its collectives as kernels on the caller's stream (%s): its gate model makes the "
-           "caller's stream wait for work on another stream of the device, which would hang there. Unset "
-           "CUDA_DEVICE_MAX_CONNECTIONS or set it to 2 or more (docs/gpu.md, \"Who waits for whom\")",
-           c->rank, c->cudaDev, why.c_str());
-      return ncclInvalidUsage;
-    }
+    NCCLCHECK(refuseGateModelUnderOneQueue(c, why));
     if (c->backend->runsCollectiveKernels() && c->rank == 0)
       INFO(kSubsysInit, "comm of %d ranks: collectives use the CUDA gate model, not kernels on the caller's stream: %s",
            c->nranks, why.c_str());
     return ncclSuccess;
   }
   const PeerInfo& me = c->peers[c->rank];
-  int inProcess = 0;
-  for (const PeerInfo& p : c->peers) inProcess += p.pid == me.pid && p.pidNs == me.pidNs;
+  int inProcess = 0;  // ranks of this process on this device
+  for (const PeerInfo& p : c->peers) inProcess += p.pid == me.pid && p.pidNs == me.pidNs && p.deviceId == me.deviceId;
   if (inProcess > 1 && maxConnections() < inProcess) {
     WARN("rank %d: %d ranks of this communicator drive device %d from this process, and their kernels wait for each "
          "other, so they must run side by side; CUDA_DEVICE_MAX_CONNECTIONS=%d gives the device's streams only %d "
@@ -125,9 +134,22 @@ ncclResult_t setUpKernelPath(Comm* c) {
   mine = {};
   mine.pid = me.pid;
   mine.pidNs = me.pidNs;
+  // Every rank's device, then whether this one reaches all of them (peer access).
+  std::vector<DeviceRecord> devs(c->nranks);
+  std::memset(devs.data(), 0, devs.size() * sizeof(DeviceRecord));
+  c->backend->pciBusId(c->cudaDev).copy(devs[c->rank].busId, sizeof(devs[c->rank].busId) - 1);
+  NCCLCHECK(c->bootstrap->allGather(devs.data(), sizeof(DeviceRecord)));
+  bool reachAll = true;
+  std::string unreachable;
+  for (int r = 0; r < c->nranks && reachAll; r++) {
+    const bool sameProcess = c->peers[r].pid == me.pid && c->peers[r].pidNs == me.pidNs;
+    reachAll = c->backend->reachDevice(devs[r].busId, sameProcess, &unreachable);
+  }
   const size_t bytes = kern::mailboxBytes(c->nranks);
   void* abortDev = nullptr;
-  if (c->backend->allocShared(bytes, &kp->own_, &mine.handle) == ncclSuccess &&
+  if (!reachAll) {
+    INFO(kSubsysInit, "rank %d: %s", c->rank, unreachable.c_str());
+  } else if (c->backend->allocShared(bytes, &kp->own_, &mine.handle) == ncclSuccess &&
       c->backend->allocMapped(sizeof(uint64_t), &kp->abortWord_, &abortDev) == ncclSuccess) {
     mine.ok = 1;
     mine.addr = reinterpret_cast<uint64_t>(kp->own_.get());
@@ -137,9 +159,11 @@ ncclResult_t setUpKernelPath(Comm* c) {
   NCCLCHECK(c->bootstrap->allGather(recs.data(), sizeof(MailboxRecord)));
   for (const MailboxRecord& r : recs)
     if (!r.ok) {
-      INFO(kSubsysInit, "rank %d: a rank could not set up its collective mailbox; collectives use the gate model",
+      INFO(kSubsysInit, "rank %d: a rank cannot reach every device or could not set up its collective mailbox; "
+           "collectives use the gate model",
            c->rank);
-      return ncclSuccess;
+      kp.reset();  // before the other ranks may free theirs: nothing of it was used
+      return refuseGateModelUnderOneQueue(c, "a rank cannot reach every other rank's device");
     }
   for (int r = 0; r < c->nranks; r++) {
     if (recs[r].pid == me.pid && recs[r].pidNs == me.pidNs) {

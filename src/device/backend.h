@@ -110,6 +110,14 @@ class Backend {
   // fold counters in its own mailbox and queues one launch of the kernel for (type, op) with
   // args.ntasks blocks on s (a Device stream), from the calling thread, at call time.
   virtual bool runsCollectiveKernels() const { return false; }
+  // Whether this device's kernels can reach memory of the device with PCI bus id `busId` (the
+  // same device, or a peer with access, which is enabled here for `sameProcess` peers; other
+  // processes' memory is opened with peer access). false with *why when not.
+  virtual bool reachDevice(const std::string& busId, bool sameProcess, std::string* why) {
+    (void)busId, (void)sameProcess;
+    *why = "no device";
+    return false;
+  }
   // A probe that says whether everything queued on `s` so far has run (an event recorded now);
   // always true for a capturing stream (its work runs when the graph is launched).
   virtual std::function<bool()> completionProbe(const StreamRef& s) {

@@ -186,6 +186,11 @@ ncclResult_t initChildRankComm(const ChildRole& role, ncclComm_t* comm) {
 }
 
 bool runThreadRanks(int nranks, const std::function<void(ncclComm_t, int)>& body, std::string* error) {
+  return runThreadRanks(nranks, [](int) {}, body, error);
+}
+
+bool runThreadRanks(int nranks, const std::function<void(int)>& beforeInit,
+                    const std::function<void(ncclComm_t, int)>& body, std::string* error) {
   ncclUniqueId id;
   ncclResult_t r = ncclGetUniqueId(&id);
   if (r != ncclSuccess) {
@@ -197,6 +202,7 @@ bool runThreadRanks(int nranks, const std::function<void(ncclComm_t, int)>& body
   std::vector<std::thread> threads;
   for (int rank = 0; rank < nranks; rank++) {
     threads.emplace_back([&, rank] {
+      beforeInit(rank);
       results[rank] = ncclCommInitRank(&comms[rank], nranks, id, rank);
       if (results[rank] != ncclSuccess) return;
       body(comms[rank], rank);

@@ -48,6 +48,10 @@ ncclResult_t initChildRankComm(const ChildRole& role, ncclComm_t* comm);
 // Runs body(comm, rank) on `nranks` threads sharing one fresh communicator, then destroys it.
 // Returns false with a message in *error if the communicator could not be made.
 bool runThreadRanks(int nranks, const std::function<void(ncclComm_t comm, int rank)>& body, std::string* error);
+// The same, with beforeInit(rank) run on each rank's thread before its ncclCommInitRank (to make
+// the rank's CUDA device current: NCCL binds a communicator to the device current at init).
+bool runThreadRanks(int nranks, const std::function<void(int rank)>& beforeInit,
+                    const std::function<void(ncclComm_t comm, int rank)>& body, std::string* error);
 
 // Aborts the process with a description of where each rank stands when no rank has made
 // progress for `stallSeconds`: a hang fails the test instead of stalling the suite.

@@ -62,6 +62,71 @@ TEST(CudaBackend, MatrixOnTwoThreadRanksOnOneDevice) {
   for (int r = 0; r < n; r++) EXPECT_TRUE(perRank[r].empty()) << accl_test::joinedLines(perRank[r]);
 }
 
+// The matrix with every rank on its own device (one rank per GPU, as torchrun and Megatron-LM
+// run): the kernels reach each other's mailboxes through peer access. ctest runs it with four
+// fake devices, with CUDA_DEVICE_MAX_CONNECTIONS unset and set to 1 (as Megatron-LM sets it):
+// one hardware queue per device hangs nothing, since no kernel waits for work of its own device.
+void matrixOnThreadRanksOnTheirOwnDevices(int n, bool oneQueue) {
+  setenv("FAKE_CUDA_DEVICES", "4", 0);  // the fake reads them at cuInit; a real driver ignores them
+  if (oneQueue) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
+  REQUIRE_DRIVER(d);
+  int devices = 0;
+  d->deviceGetCount(&devices);
+  if (devices < n)
+    GTEST_SKIP() << "SKIP: needs " << n << " CUDA devices, this machine has " << devices
+                 << " (the fake driver gives it 4)";
+  accl_test::MatrixScope scope;
+  const auto cases = accl_test::buildMatrix(n, scope);
+  std::vector<std::vector<std::string>> perRank(n);
+  accl_test::Watchdog watchdog(n, 240);
+  std::string error;
+  std::vector<std::string> logs(n);
+  bool ok = runThreadRanks(
+      n, [](int rank) { useDevice(rank); },
+      [&](ncclComm_t comm, int rank) {
+        // NCCL leaves the caller's current device alone.
+        CUdevice dv = 0;
+        CUcontext want = nullptr, cur = nullptr;
+        d->deviceGet(&dv, rank);
+        d->primaryCtxRetain(&want, dv);
+        d->ctxGetCurrent(&cur);
+        EXPECT_EQ(want, cur) << "rank " << rank << ": ncclCommInitRank changed the calling thread's CUDA context";
+        DriverMatrixDevice dev(*d, false, rank);
+        perRank[rank] = accl_test::runMatrixCases(comm, rank, n, cases, &watchdog, false, &dev);
+      },
+      &error);
+  if (oneQueue) unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  ASSERT_TRUE(ok) << error;
+  for (int r = 0; r < n; r++) EXPECT_TRUE(perRank[r].empty()) << accl_test::joinedLines(perRank[r]);
+}
+
+TEST(CudaBackend, MatrixOnTwoThreadRanksOnTwoDevices) { matrixOnThreadRanksOnTheirOwnDevices(2, false); }
+TEST(CudaBackend, MatrixOnFourThreadRanksOnFourDevices) { matrixOnThreadRanksOnTheirOwnDevices(4, false); }
+TEST(CudaBackend, MatrixOnFourThreadRanksOnFourDevicesWithOneHardwareQueue) {
+  matrixOnThreadRanksOnTheirOwnDevices(4, true);
+}
+
+// Four ranks of one process on one device: their kernels (10 blocks each) run side by side.
+TEST(CudaBackend, MatrixOnFourThreadRanksOnOneDevice) {
+  REQUIRE_DRIVER(d);
+  const int n = 4;
+  accl_test::MatrixScope scope;
+  const auto cases = accl_test::buildMatrix(n, scope);
+  std::vector<std::vector<std::string>> perRank(n);
+  accl_test::Watchdog watchdog(n, 240);
+  std::string error;
+  bool ok = runThreadRanks(
+      n,
+      [&](ncclComm_t comm, int rank) {
+        useDevice(0);
+        DriverMatrixDevice dev(*d, true);
+        perRank[rank] = accl_test::runMatrixCases(comm, rank, n, cases, &watchdog, false, &dev);
+      },
+      &error);
+  ASSERT_TRUE(ok) << error;
+  for (int r = 0; r < n; r++) EXPECT_TRUE(perRank[r].empty()) << accl_test::joinedLines(perRank[r]);
+}
+
 // One rank: every collective is local, so its copies and kernels go straight onto the user's
 // stream (no gate, no worker): the whole matrix, and no stream memory operation on the fake.
 TEST(CudaBackend, MatrixOnOneRankRunsStraightOnTheUsersStream) {
@@ -233,8 +298,9 @@ TEST(CudaBackend, KernelsAreResolvedAtSetUpNotDuringACollective) {
 }
 
 // CUDA_DEVICE_MAX_CONNECTIONS=1 (Megatron-LM sets it) gives every stream of the device one
-// hardware queue, where the gate on the caller's stream would block the work that opens it: a
-// communicator with peers is refused at init, naming the setting; a lone rank still runs.
+// hardware queue. Two ranks of one process on one device run kernels that wait for each other;
+// in one queue one can sit behind the other and never start (co-scheduling cannot be
+// guaranteed), so the communicator is refused at init, naming the setting; a lone rank runs.
 TEST(CudaBackend, OneHardwareQueueIsRefusedAtInitNamingTheSettingInsteadOfHanging) {
   REQUIRE_DRIVER(d);
   (void)d;

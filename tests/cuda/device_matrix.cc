@@ -3,8 +3,8 @@
 
 namespace accl_cuda_test {
 
-DriverMatrixDevice::DriverMatrixDevice(const TestDriver& d, bool threadRank) : d_(d) {
-  useDevice(0);
+DriverMatrixDevice::DriverMatrixDevice(const TestDriver& d, bool threadRank, int device) : d_(d) {
+  useDevice(device);
   if (d_.streamCreate(&stream_, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) stream_ = nullptr;
   if (threadRank && d_.streamCreate(&nullStandIn_, 0) != CUDA_SUCCESS) nullStandIn_ = nullptr;
   arenaBytes_ = size_t{160} << 20;  // the matrix's largest case, 16 MiB x 4 ranks x 2 buffers, and then some

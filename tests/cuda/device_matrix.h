@@ -11,8 +11,9 @@ namespace accl_cuda_test {
 
 class DriverMatrixDevice final : public accl_test::MatrixDevice {
  public:
-  // threadRank: ranks are threads of this process sharing the device (see nullStream()).
-  DriverMatrixDevice(const TestDriver& d, bool threadRank);
+  // threadRank: ranks are threads of this process sharing the device (see nullStream());
+  // device: the CUDA device its memory and streams are on (made current).
+  DriverMatrixDevice(const TestDriver& d, bool threadRank, int device = 0);
   ~DriverMatrixDevice() override;
   void* alloc(size_t bytes) override;
   void release(void* p) override;

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <strings.h>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -96,6 +97,13 @@ class CudaBackend final : public Backend {
   }
 
   const char* name() const override { return "cuda"; }
+  // The communicator's device (the one this backend drives), for NUMA placement, the NIC next
+  // to it and the kernel path's peer access.
+  std::string pciBusId(int dev) const override {
+    if (dev == dev_.ordinal()) return dev_.pciBusId();
+    CudaDevice* other = CudaDevice::get(api_, dev);
+    return other ? other->pciBusId() : std::string();
+  }
 
   bool hostBuffers() const override { return false; }
   const void* streamDomain() const override { return &dev_; }
@@ -179,6 +187,45 @@ class CudaBackend final : public Backend {
       ContextScope s(*api, ctx);
       return api->eventQuery(event.get()) != kErrorNotReady;
     };
+  }
+
+  bool reachDevice(const std::string& busId, bool sameProcess, std::string* why) override {
+    if (strcasecmp(busId.c_str(), dev_.pciBusId().c_str()) == 0) return true;
+    if (!api_.deviceCanAccessPeer || !api_.ctxEnablePeerAccess) {
+      *why = "the driver has no peer access calls";
+      return false;
+    }
+    int count = 0;
+    api_.deviceGetCount(&count);
+    for (int i = 0; i < count; i++) {
+      CUdevice d = 0;
+      char bus[64] = {};
+      if (api_.deviceGet(&d, i) != kSuccess || api_.deviceGetPCIBusId(bus, sizeof(bus), d) != kSuccess) continue;
+      if (strcasecmp(bus, busId.c_str()) != 0) continue;
+      CUdevice mine = 0;
+      int can = 0;
+      api_.deviceGet(&mine, dev_.ordinal());
+      if (api_.deviceCanAccessPeer(&can, mine, d) != kSuccess || !can) {
+        *why = "device " + std::to_string(dev_.ordinal()) + " cannot access device " + busId + " (no P2P)";
+        return false;
+      }
+      if (!sameProcess) return true;  // cuIpcOpenMemHandle enables it (lazy peer access)
+      CudaDevice* peer = CudaDevice::get(api_, i);
+      if (peer == nullptr) {
+        *why = "device " + busId + " cannot be set up in this process";
+        return false;
+      }
+      ContextScope scope(api_, dev_.context());
+      RelaxedCapture relaxed(api_);
+      CUresult r = api_.ctxEnablePeerAccess(peer->context(), 0);
+      if (r != kSuccess && r != kErrorPeerAccessAlreadyEnabled) {
+        *why = "cuCtxEnablePeerAccess(" + busId + ") failed: " + errorText(api_, r);
+        return false;
+      }
+      return true;
+    }
+    *why = "device " + busId + " is not visible to this process";
+    return false;
   }
 
   bool streamCapturing(const StreamRef& s) override {

@@ -61,6 +61,8 @@ const DriverApi* load(std::string* why) {
   bind(lib, "cuEventDestroy_v2", &api.eventDestroy, &missing);
   bind(lib, "cuMemcpyAsync", &api.memcpyAsync, &missing);
   bind(lib, "cuMemsetD8Async", &api.memsetD8Async, &missing);
+  bind(lib, "cuDeviceCanAccessPeer", &api.deviceCanAccessPeer, &missing);
+  bind(lib, "cuCtxEnablePeerAccess", &api.ctxEnablePeerAccess, &missing);
   bind(lib, "cuMemAllocAsync", &api.memAllocAsync, &missing);
   bind(lib, "cuMemFreeAsync", &api.memFreeAsync, &missing);
   bind(lib, "cuMemHostAlloc", &api.memHostAlloc, &missing);

@@ -32,6 +32,7 @@ struct Uuid {
 
 inline constexpr CUresult kSuccess = 0;
 inline constexpr CUresult kErrorInvalidValue = 1;
+inline constexpr CUresult kErrorPeerAccessAlreadyEnabled = 704;  // CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
 inline constexpr CUresult kErrorNotReady = 600;  // CUDA_ERROR_NOT_READY (cuEventQuery, cuStreamQuery)
 // Flags
 inline constexpr unsigned kStreamNonBlocking = 0x1;      // CU_STREAM_NON_BLOCKING
@@ -122,6 +123,9 @@ struct DriverApi {
   CUresult (*ipcGetMemHandle)(IpcMemHandle* handle, CUdeviceptr ptr) = nullptr;              // cuIpcGetMemHandle
   CUresult (*ipcOpenMemHandle)(CUdeviceptr* ptr, IpcMemHandle handle, unsigned flags) = nullptr;  // cuIpcOpenMemHandle_v2
   CUresult (*ipcCloseMemHandle)(CUdeviceptr ptr) = nullptr;                                   // cuIpcCloseMemHandle
+  // Peer access between devices (a kernel of one reaching another's memory).
+  CUresult (*deviceCanAccessPeer)(int* can, CUdevice dev, CUdevice peer) = nullptr;  // cuDeviceCanAccessPeer
+  CUresult (*ctxEnablePeerAccess)(CUcontext peer, unsigned flags) = nullptr;          // cuCtxEnablePeerAccess
   // Optional (null when the driver lacks it): the calling thread's stream-capture mode.
   CUresult (*threadExchangeStreamCaptureMode)(int* mode) = nullptr;  // cuThreadExchangeStreamCaptureMode
 };
