@@ -4,7 +4,9 @@
 // a real GPU (label gpu); skips with the reason where there is no driver.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <algorithm>
 #include <array>
+#include <barrier>
 #include <unistd.h>
 #include <fstream>
 #include <sstream>
@@ -375,6 +377,101 @@ TEST(CudaBackend, CapturedAllReduceReplaysWithNewInputsEveryTime) {
   ASSERT_TRUE(ok) << error;
   for (int r = 0; r < n; r++) EXPECT_TRUE(problems[r].empty()) << problems[r];
 }
+
+// NCCL's execution model under every capture mode (PyTorch captures in global mode, nccl-tests
+// -G in thread-local): an all-reduce (large enough to reduce a slice per rank and gather), a
+// reduce-scatter and a send/recv pair captured in one graph on each of two ranks, each on its
+// own device with one hardware queue, replayed with new inputs; every replay exact. Nothing in
+// the capture allocates, registers or loads, so no mode invalidates it.
+class CapturedCollectives : public testing::TestWithParam<CUstreamCaptureMode> {};
+
+TEST_P(CapturedCollectives, ReplayExactlyWithNewInputsOnTwoDevicesWithOneHardwareQueue) {
+  setenv("FAKE_CUDA_DEVICES", "4", 0);
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
+  REQUIRE_DRIVER(d);
+  int devices = 0;
+  d->deviceGetCount(&devices);
+  if (devices < 2) GTEST_SKIP() << "SKIP: needs 2 CUDA devices, this machine has " << devices;
+  const int n = 2;
+  const size_t arCount = 300000, rsCount = 70000, p2pCount = 50000;
+  std::vector<std::string> problems(n);
+  std::barrier<> meet(n);
+  std::string error;
+  bool ok = runThreadRanks(
+      n, [](int rank) { useDevice(rank); },
+      [&](ncclComm_t comm, int rank) {
+        CUstream s = nullptr;
+        ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CUdeviceptr arIn = 0, arOut = 0, rsIn = 0, rsOut = 0, pIn = 0, pOut = 0;
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&arIn, arCount * 4));
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&arOut, arCount * 4));
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&rsIn, rsCount * n * 4));
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&rsOut, rsCount * 4));
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&pIn, p2pCount * 4));
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&pOut, p2pCount * 4));
+        auto ptr = [](CUdeviceptr p) { return reinterpret_cast<void*>(p); };
+        auto cs = reinterpret_cast<cudaStream_t>(s);
+        meet.arrive_and_wait();  // nobody allocates while the other rank captures
+        ASSERT_EQ(CUDA_SUCCESS, d->streamBeginCapture(s, GetParam()));
+        EXPECT_EQ(ncclSuccess, ncclAllReduce(ptr(arIn), ptr(arOut), arCount, ncclInt32, ncclSum, comm, cs));
+        EXPECT_EQ(ncclSuccess, ncclReduceScatter(ptr(rsIn), ptr(rsOut), rsCount, ncclInt32, ncclMax, comm, cs));
+        EXPECT_EQ(ncclSuccess, ncclGroupStart());
+        EXPECT_EQ(ncclSuccess, ncclSend(ptr(pIn), p2pCount, ncclInt32, 1 - rank, comm, cs));
+        EXPECT_EQ(ncclSuccess, ncclRecv(ptr(pOut), p2pCount, ncclInt32, 1 - rank, comm, cs));
+        EXPECT_EQ(ncclSuccess, ncclGroupEnd());
+        CUgraph graph = nullptr;
+        ASSERT_EQ(CUDA_SUCCESS, d->streamEndCapture(s, &graph)) << "the capture was invalidated";
+        meet.arrive_and_wait();
+        CUgraphExec exec = nullptr;
+        ASSERT_EQ(CUDA_SUCCESS, d->graphInstantiate(&exec, graph, 0));
+        auto value = [](int r, size_t i, int replay) { return static_cast<int32_t>((i % 1000) * (r + 1) + replay * 7); };
+        for (int replay = 0; replay < 4; replay++) {
+          std::vector<int32_t> ar(arCount), rs(rsCount * n), p(p2pCount);
+          for (size_t i = 0; i < ar.size(); i++) ar[i] = value(rank, i, replay);
+          for (size_t i = 0; i < rs.size(); i++) rs[i] = value(rank, i + 3, replay);
+          for (size_t i = 0; i < p.size(); i++) p[i] = value(rank, i + 5, replay);
+          d->memcpyHtoD(arIn, ar.data(), ar.size() * 4);
+          d->memcpyHtoD(rsIn, rs.data(), rs.size() * 4);
+          d->memcpyHtoD(pIn, p.data(), p.size() * 4);
+          meet.arrive_and_wait();  // both ranks' inputs are in place before either replays
+          ASSERT_EQ(CUDA_SUCCESS, d->graphLaunch(exec, s));
+          ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
+          d->memcpyDtoH(ar.data(), arOut, ar.size() * 4);
+          d->memcpyDtoH(rs.data(), rsOut, rsCount * 4);
+          d->memcpyDtoH(p.data(), pOut, p.size() * 4);
+          std::string& bad = problems[rank];
+          for (size_t i = 0; i < arCount && bad.empty(); i++)
+            if (ar[i] != value(0, i, replay) + value(1, i, replay))
+              bad = "replay " + std::to_string(replay) + ": all-reduce element " + std::to_string(i) + " wrong";
+          for (size_t i = 0; i < rsCount && bad.empty(); i++) {
+            const size_t at = rank * rsCount + i + 3;
+            if (rs[i] != std::max(value(0, at, replay), value(1, at, replay)))
+              bad = "replay " + std::to_string(replay) + ": reduce-scatter element " + std::to_string(i) + " wrong";
+          }
+          for (size_t i = 0; i < p2pCount && bad.empty(); i++)
+            if (p[i] != value(1 - rank, i + 5, replay))
+              bad = "replay " + std::to_string(replay) + ": received element " + std::to_string(i) + " wrong";
+          meet.arrive_and_wait();  // both replays done before the inputs change
+        }
+        d->graphExecDestroy(exec);
+        d->graphDestroy(graph);
+        for (CUdeviceptr b : {arIn, arOut, rsIn, rsOut, pIn, pOut}) d->memFree(b);
+        d->streamDestroy(s);
+      },
+      &error);
+  unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  ASSERT_TRUE(ok) << error;
+  for (int r = 0; r < n; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryMode, CapturedCollectives,
+                         testing::Values(CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                                         CU_STREAM_CAPTURE_MODE_RELAXED),
+                         [](const testing::TestParamInfo<CUstreamCaptureMode>& p) {
+                           return p.param == CU_STREAM_CAPTURE_MODE_GLOBAL        ? std::string("Global")
+                                  : p.param == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL ? std::string("ThreadLocal")
+                                                                                   : std::string("Relaxed");
+                         });
 
 // nccl-tests -g N: one thread drives every rank of a group on one stream. The ranks' works
 // must run behind one gate, not one after the other (which would wait forever).
