@@ -80,6 +80,13 @@ struct KTask {
 
 enum class ScalarKind : uint8_t { None, Immediate, Device };
 
+// What a kernel that gave up (ACCL_TIMEOUT) writes for the host, in mapped host memory: the
+// first one to time out wins (code goes 0 -> kReportTimedOut last, after the other words).
+enum ReportWord { kReportCode, kReportRank, kReportPeer, kReportWhat, kReportChannel, kReportChunk, kReportWords };
+constexpr uint64_t kReportTimedOut = 1;
+// kReportWhat: what the kernel waited for.
+enum WaitWhat : uint64_t { kWaitPeerData = 1, kWaitPeerSpace = 2, kWaitOwnFold = 3, kWaitOwnSend = 4 };
+
 struct CollKernelArgs {
   int32_t nranks;
   int32_t ntasks;
@@ -94,6 +101,10 @@ struct CollKernelArgs {
   // host memory that the host sets to make waiting kernels give up (abort, a failed peer).
   char* mailbox[kMailboxRanks];
   const uint64_t* abortFlag;
+  // ACCL_TIMEOUT: a wait that sees no progress for this long gives up and says why in the
+  // report (mapped host memory the host reads); 0 waits like NCCL, until aborted.
+  uint64_t timeoutNs;
+  uint64_t* report;
   KTask tasks[kMaxTasks];
   KSegment segments[kMaxSegments];
 };

@@ -21,12 +21,36 @@ ACCL_DEV MailboxHeader* header(const CollKernelArgs& a, int rank) {
   return devicePointer(reinterpret_cast<MailboxHeader*>(a.mailbox[rank]));
 }
 
+// What a wait is for, for the report when it times out.
+struct WaitFor {
+  int rank, peer, ch;
+  WaitWhat what;
+  uint64_t chunk;
+};
+
 // Every thread of the block waits for *flag >= v; false once the host asked the kernels to
-// give up (abort, a failed peer): the data is then meaningless, the stream must go on.
-ACCL_DEV bool waitAtLeast(const CollKernelArgs& a, const uint64_t* flag, uint64_t v) {
+// give up (abort, a failed peer) or ACCL_TIMEOUT passed without it (the first to time out
+// says what it waited for in the report): the data is then meaningless, the stream goes on.
+ACCL_DEV bool waitAtLeast(const CollKernelArgs& a, const uint64_t* flag, uint64_t v, WaitFor w) {
+  if (loadAcquire(flag) >= v) return true;
+  const uint64_t start = a.timeoutNs ? nowNs() : 0;
   for (uint32_t i = 0;; i++) {
     if (loadAcquire(flag) >= v) return true;
-    if ((i & 255) == 255 && loadAcquire(devicePointer(a.abortFlag)) != 0) return false;
+    if ((i & 255) == 255) {
+      if (loadAcquire(devicePointer(a.abortFlag)) != 0) return false;
+      uint64_t* report = a.report ? devicePointer(a.report) : nullptr;
+      if (report && loadAcquire(&report[kReportCode]) != 0) return false;  // another wait timed out
+      if (a.timeoutNs && nowNs() - start > a.timeoutNs) {
+        if (report && threadIndex() == 0 && claimOnce(&report[kReportRank], static_cast<uint64_t>(w.rank) + 1)) {
+          report[kReportPeer] = static_cast<uint64_t>(w.peer);
+          report[kReportWhat] = w.what;
+          report[kReportChannel] = static_cast<uint64_t>(w.ch);
+          report[kReportChunk] = w.chunk;
+          storeRelease(&report[kReportCode], kReportTimedOut);
+        }
+        return false;
+      }
+    }
     spinPause();
   }
 }
@@ -76,8 +100,12 @@ ACCL_DEV void runSend(const CollKernelArgs& a, const KTask& t) {
     const KSegment& seg = a.segments[t.firstSegment + s];
     for (uint64_t off = 0, i = 0; off < seg.bytes; off += kChunkBytes, i++, g++) {
       const size_t n = seg.bytes - off < kChunkBytes ? seg.bytes - off : kChunkBytes;
-      if (g >= static_cast<uint64_t>(kSlots) && !waitAtLeast(a, &me->freed[t.peer][t.ch], g + 1 - kSlots)) return;
-      if (seg.foldWait && !waitAtLeast(a, &me->folded[seg.foldWait - 1], i + 1)) return;
+      if (g >= static_cast<uint64_t>(kSlots) &&
+          !waitAtLeast(a, &me->freed[t.peer][t.ch], g + 1 - kSlots, {t.rank, t.peer, t.ch, kWaitPeerSpace, g}))
+        return;
+      if (seg.foldWait &&
+          !waitAtLeast(a, &me->folded[seg.foldWait - 1], i + 1, {t.rank, t.rank, t.ch, kWaitOwnFold, i}))
+        return;
       char* slot = devicePointer(peerBase + slotOffset(t.rank, t.ch, g));
       const char* src = devicePointer(seg.src + off);
       if (seg.scaled) blockScale<E>(slot, src, n, scalarOf<E>(a, t.rank));
@@ -102,7 +130,7 @@ ACCL_DEV void runRecv(const CollKernelArgs& a, const KTask& t) {
     const KSegment& seg = a.segments[t.firstSegment + s];
     for (uint64_t off = 0; off < seg.bytes; off += kChunkBytes, g++) {
       const size_t n = seg.bytes - off < kChunkBytes ? seg.bytes - off : kChunkBytes;
-      if (!waitAtLeast(a, &me->posted[t.peer][t.ch], g + 1)) return;
+      if (!waitAtLeast(a, &me->posted[t.peer][t.ch], g + 1, {t.rank, t.peer, t.ch, kWaitPeerData, g})) return;
       blockCopy(devicePointer(seg.dst + off), devicePointer(myBase + slotOffset(t.peer, t.ch, g)), n);
       syncBlock();
       if (threadIndex() == 0) storeRelease(&peer->freed[t.rank][t.ch], g + 1);
@@ -140,12 +168,12 @@ ACCL_DEV void runFold(const CollKernelArgs& a, const KTask& t) {
         in[r] = reinterpret_cast<const S*>(devicePointer(seg.src + off));
         continue;
       }
-      if (!waitAtLeast(a, &me->posted[r][t.ch], g[r] + 1)) return;
+      if (!waitAtLeast(a, &me->posted[r][t.ch], g[r] + 1, {rank, r, t.ch, kWaitPeerData, g[r]})) return;
       in[r] = reinterpret_cast<const S*>(devicePointer(myBase + slotOffset(r, t.ch, g[r])));
     }
     if (seg.foldWait)
       for (int r = 0; r < a.nranks; r++)
-        if (r != rank && !waitAtLeast(a, &me->sentChunks[r], i + 1)) return;
+        if (r != rank && !waitAtLeast(a, &me->sentChunks[r], i + 1, {rank, r, 0, kWaitOwnSend, i})) return;
     S* out = reinterpret_cast<S*>(devicePointer(seg.dst + off));
     for (size_t e = threadIndex(); e < n; e += blockSize()) {
       S acc = in[0][e];

@@ -7,7 +7,8 @@
 //     block a fiber, with real barriers, so the fake CUDA driver runs the very same kernel code,
 //     flag protocols included, when the library launches a kernel (tests/fake_cuda).
 // Kernel code uses only what is below: indices, block barrier, flag loads and stores with
-// system-scope acquire/release, a pause for spin loops, 16-byte vector loads with a scalar
+// system-scope acquire/release, a pause for spin loops, a device-wide clock and a one-time claim
+// of a word (timeouts), 16-byte vector loads with a scalar
 // tail (vecAligned), and devicePointer() for every pointer a kernel reads from memory (the
 // emulated build maps device addresses to where the CPU reaches them; a GPU needs nothing).
 #pragma once
@@ -64,6 +65,16 @@ template <class T>
 ACCL_DEV T* devicePointer(T* p) {
   return p;
 }
+// Nanoseconds of a clock that runs across the whole device (for timeouts, not for timing).
+ACCL_DEV uint64_t nowNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// One thread of the grid claims *word (0 -> v); true for the one that did.
+ACCL_DEV bool claimOnce(uint64_t* word, uint64_t v) {
+  return atomicCAS(reinterpret_cast<unsigned long long*>(word), 0ull, static_cast<unsigned long long>(v)) == 0;
+}
 
 #elif defined(__HIP__)
 
@@ -103,6 +114,13 @@ template <class T>
 ACCL_DEV T* devicePointer(T* p) {
   return p;
 }
+// s_memrealtime counts at a constant 100 MHz on gfx9 parts.
+ACCL_DEV uint64_t nowNs() { return __builtin_amdgcn_s_memrealtime() * 10; }
+ACCL_DEV bool claimOnce(uint64_t* word, uint64_t v) {
+  uint64_t expected = 0;
+  return __hip_atomic_compare_exchange_strong(word, &expected, v, __ATOMIC_RELAXED, __ATOMIC_RELAXED,
+                                              __HIP_MEMORY_SCOPE_SYSTEM);
+}
 
 #else  // the emulated build: kernels/emulated/grid.cc runs the grid
 
@@ -124,6 +142,12 @@ inline unsigned blockIndex() { return tlsCoords.block; }
 inline unsigned blockSize() { return tlsCoords.blockDim; }
 inline unsigned gridSize() { return tlsCoords.gridDim; }
 inline void storeRelease(uint64_t* flag, uint64_t v) { __atomic_store_n(flag, v, __ATOMIC_SEQ_CST); }
+// Monotonic nanoseconds (the emulation's stand-in for the device's global timer).
+uint64_t nowNs();
+inline bool claimOnce(uint64_t* word, uint64_t v) {
+  uint64_t expected = 0;
+  return __atomic_compare_exchange_n(word, &expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
 inline uint64_t loadAcquire(const uint64_t* flag) { return __atomic_load_n(flag, __ATOMIC_SEQ_CST); }
 template <class T>
 T* devicePointer(T* p) {

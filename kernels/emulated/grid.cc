@@ -1,6 +1,7 @@
 #include "emulated/grid.h"
 #include <sched.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -234,6 +235,12 @@ void spinPause() {
   }
   if (b->launchFaulted()) throw Fault{Fault::IllegalAddress, "another thread of this launch faulted"};
   b->yield(FiberState::Paused);
+}
+
+uint64_t nowNs() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
 }
 
 void misalignedVectorAccess(const void* p) {

@@ -5,6 +5,7 @@
 #include "api/comm_create.h"
 #include "base/check.h"
 #include "base/trace.h"
+#include "comm/kernel_path.h"
 
 using namespace accl;
 
@@ -30,6 +31,7 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   NCCLCHECK(lookupComm(comm, "ncclCommDestroy", &c));
   unregisterComm(comm);
   waitIdle(*c);
+  if (c->kernelPath) c->kernelPath->checkKernels(*c);  // says so if a kernel gave up
   c->backend->shutdown(false);
   c->depart();
   traceFlush();
@@ -78,6 +80,7 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asy
   if (init == ncclInProgress) {
     *asyncError = ncclInProgress;
   } else {
+    if (c->kernelPath) c->kernelPath->checkKernels(*c);  // a kernel that gave up (ACCL_TIMEOUT)
     *asyncError = static_cast<ncclResult_t>(c->asyncError.load());
   }
   return ncclSuccess;

@@ -1,4 +1,5 @@
 #include "comm/kernel_path.h"
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include "base/check.h"
@@ -75,6 +76,42 @@ void KernelPath::fillCommon(kern::CollKernelArgs* a) const {
   a->nranks = nranks_;
   for (int r = 0; r < nranks_; r++) a->mailbox[r] = base_[r];
   a->abortFlag = abortDevice_;
+  a->report = const_cast<uint64_t*>(abortDevice_) + 1;
+  a->timeoutNs = static_cast<uint64_t>(std::max<int64_t>(0, param::timeoutSec())) * 1000000000ull;
+}
+
+ncclResult_t KernelPath::checkKernels(Comm& c) {
+  const uint64_t* report = abortHost_ + 1;
+  if (abortHost_ == nullptr || __atomic_load_n(&report[kern::kReportCode], __ATOMIC_ACQUIRE) == 0)
+    return ncclSuccess;
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!reported_) {
+    reported_ = true;
+    const int rank = static_cast<int>(report[kern::kReportRank]) - 1;
+    const int peer = static_cast<int>(report[kern::kReportPeer]);
+    const char* what = "";
+    switch (report[kern::kReportWhat]) {
+      case kern::kWaitPeerData:
+        what = "to send its data: it has not launched its side of the same call (a rank blocked in a call that waits "
+               "for the whole device, such as cudaFree, cudaDeviceSynchronize or a synchronous copy, or busy on the "
+               "host, never does; so does a rank that called something else)";
+        break;
+      case kern::kWaitPeerSpace: what = "to take the data sent to it: its side of the call stopped or never started"; break;
+      case kern::kWaitOwnFold: what = "(its own reduction; internal error)"; break;
+      case kern::kWaitOwnSend: what = "(its own send; internal error)"; break;
+    }
+    const bool peerHere = peer >= 0 && peer < c.nranks && c.peers[peer].pid == c.peers[c.rank].pid;
+    WARN("rank %d: ACCL_TIMEOUT=%lld s expired in a collective kernel: rank %d's kernel waited for %s%s %s (channel "
+         "%llu, chunk %llu). The results of that call are not valid; the communicator has failed",
+         c.rank, static_cast<long long>(param::timeoutSec()), rank,
+         peer >= 0 && peer < c.nranks ? c.describePeer(peer).c_str() : "?",
+         peerHere ? (" (a thread of this process, on CUDA device " + std::to_string(c.peers[peer].cudaDev) + ")").c_str()
+                  : "",
+         what, static_cast<unsigned long long>(report[kern::kReportChannel]),
+         static_cast<unsigned long long>(report[kern::kReportChunk]));
+  }
+  c.fail(ncclRemoteError);
+  return ncclRemoteError;
 }
 
 void KernelPath::orderAfterPrevious(dev::Backend& backend, const dev::StreamRef& s) {
@@ -150,7 +187,7 @@ ncclResult_t setUpKernelPath(Comm* c) {
   if (!reachAll) {
     INFO(kSubsysInit, "rank %d: %s", c->rank, unreachable.c_str());
   } else if (c->backend->allocShared(bytes, &kp->own_, &mine.handle) == ncclSuccess &&
-      c->backend->allocMapped(sizeof(uint64_t), &kp->abortWord_, &abortDev) == ncclSuccess) {
+      c->backend->allocMapped((1 + kern::kReportWords) * sizeof(uint64_t), &kp->abortWord_, &abortDev) == ncclSuccess) {
     mine.ok = 1;
     mine.addr = reinterpret_cast<uint64_t>(kp->own_.get());
     kp->abortHost_ = reinterpret_cast<uint64_t*>(kp->abortWord_.get());

@@ -24,6 +24,9 @@ class KernelPath {
   ~KernelPath();
   // Makes waiting kernels of this rank give up (abort, a failed communicator).
   void stopKernels();
+  // ncclRemoteError (WARNed once, the communicator failed) when a kernel of this rank gave
+  // up after ACCL_TIMEOUT: its results are not valid, and the wait it gave up is named.
+  ncclResult_t checkKernels(Comm& c);
   // The part of every launch's arguments that is the same for every call.
   void fillCommon(kern::CollKernelArgs* a) const;
   // Orders a launch on `s` after this communicator's previous launch when that was on
@@ -42,8 +45,9 @@ class KernelPath {
   std::vector<dev::Buffer> opened_;   // other processes' mailboxes, mapped here
   char* base_[kern::kMailboxRanks] = {};
   dev::Buffer abortWord_;             // mapped host memory
-  uint64_t* abortHost_ = nullptr;
+  uint64_t* abortHost_ = nullptr;  // [0]: abort; [1..]: the kernels' report (kern::ReportWord)
   const uint64_t* abortDevice_ = nullptr;
+  bool reported_ = false;
   std::mutex mu_;
   dev::StreamRef last_;
   bool launched_ = false;

@@ -288,6 +288,7 @@ ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops) {
     }
     (op->isP2p() ? it->p2p : it->colls).push_back(op.get());
   }
+  for (RankOps& r : ranks) NCCLCHECK(r.comm->kernelPath->checkKernels(*r.comm));
   Comm& c0 = *ranks.front().comm;
   dev::Backend& backend = *c0.backend;
   const dev::StreamRef first = ops.front()->stream;

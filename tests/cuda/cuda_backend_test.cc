@@ -860,8 +860,9 @@ TEST(CudaIpc, AbortedCommunicatorsGiveTheirDeviceRingsBack) {
 }
 
 // cuMemFree (cudaFree) waits for every stream of the device. One rank frees memory while the
-// other rank of this process has a collective queued that waits for it: neither can finish.
-// ACCL_TIMEOUT ends it, and its summary names the rank and the likely cause.
+// other rank of this process has a collective kernel running that waits for it: neither can
+// finish (on a GPU as on the fake). ACCL_TIMEOUT makes the kernel give up; the communicator
+// fails with a message that names the rank waited for and the likely cause.
 TEST(CudaBackend, TimeoutNamesARankOfThisDeviceBlockedInADeviceSynchronisingCall) {
   if (const accl_test::ChildRole* role = accl_test::childRole()) {
     (void)role;
@@ -903,10 +904,11 @@ TEST(CudaBackend, TimeoutNamesARankOfThisDeviceBlockedInADeviceSynchronisingCall
       1, false, 2, {"NCCL_DEBUG=WARN", "NCCL_DEBUG_FILE=" + path + ".%p", "ACCL_TIMEOUT=2"}, 60);
   EXPECT_TRUE(r.ok) << r.report;
   const std::string log = takeChildLogs(path);
-  EXPECT_NE(std::string::npos, log.find("ACCL_TIMEOUT=2 s expired")) << log;
-  EXPECT_NE(std::string::npos, log.find("behind and on this process's CUDA device: rank 1 (a thread of this process "
-                                        "blocked in cudaFree"))
+  EXPECT_NE(std::string::npos, log.find("ACCL_TIMEOUT=2 s expired in a collective kernel: rank 0's kernel waited for "
+                                        "rank 1"))
       << log;
+  EXPECT_NE(std::string::npos, log.find("(a thread of this process, on CUDA device 0) to send its data")) << log;
+  EXPECT_NE(std::string::npos, log.find("cudaFree")) << log;
 }
 
 // Ranks on other hosts (issue 10, item 5), forced on one machine: with shared memory and CUDA
