@@ -28,7 +28,6 @@ struct MailboxRecord {
 // published: the same decision on every rank.
 std::string ineligible(const Comm& c) {
   if (!c.backend->runsCollectiveKernels()) return "its backend runs no collective kernels";
-  if (c.nranks < 2) return "one rank (its work goes straight onto the stream)";
   if (c.nranks > kern::kMailboxRanks)
     return std::to_string(c.nranks) + " ranks (at most " + std::to_string(kern::kMailboxRanks) + ")";
   if (param::p2pDisable() != 0) return "NCCL_P2P_DISABLE=1";

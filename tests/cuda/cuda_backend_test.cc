@@ -129,8 +129,9 @@ TEST(CudaBackend, MatrixOnFourThreadRanksOnOneDevice) {
   for (int r = 0; r < n; r++) EXPECT_TRUE(perRank[r].empty()) << accl_test::joinedLines(perRank[r]);
 }
 
-// One rank: every collective is local, so its copies and kernels go straight onto the user's
-// stream (no gate, no worker): the whole matrix, and no stream memory operation on the fake.
+// One rank: every collective is its own kernel launch on the user's stream (no gate, no
+// worker): the whole matrix, PreMulSum and sends/receives to itself included, and no stream
+// memory operation on the fake.
 TEST(CudaBackend, MatrixOnOneRankRunsStraightOnTheUsersStream) {
   REQUIRE_DRIVER(d);
   accl_test::MatrixScope scope;
@@ -146,18 +147,8 @@ TEST(CudaBackend, MatrixOnOneRankRunsStraightOnTheUsersStream) {
         DriverMatrixDevice dev(*d, false);
         ncclAllReduce(nullptr, nullptr, 0, ncclFloat32, ncclSum, comm, nullptr);  // nothing: count 0
         if (fakeCudaMemopRuns) memopsBefore = fakeCudaMemopRuns();
-        // PreMulSum (its pre-scaled copy is scratch) and sends/receives to itself (overlapping
-        // ones are staged through scratch) go through the worker instead: checked after.
-        auto viaWorker = [](const accl_test::MatrixCase& c) {
-          return c.op == accl_test::MatrixOp::PreMulHost || c.op == accl_test::MatrixOp::PreMulDevice ||
-                 c.coll == accl_test::Coll::SendRecvRing || c.coll == accl_test::Coll::SendRecvAllPairs;
-        };
-        std::vector<accl_test::MatrixCase> direct, worker;
-        for (const auto& c : cases) (viaWorker(c) ? worker : direct).push_back(c);
-        messages = accl_test::runMatrixCases(comm, rank, 1, direct, &watchdog, false, &dev);
+        messages = accl_test::runMatrixCases(comm, rank, 1, cases, &watchdog, false, &dev);
         if (fakeCudaMemopRuns) memopsAfter = fakeCudaMemopRuns();
-        auto more = accl_test::runMatrixCases(comm, rank, 1, worker, &watchdog, false, &dev);
-        messages.insert(messages.end(), more.begin(), more.end());
       },
       &error);
   ASSERT_TRUE(ok) << error;
