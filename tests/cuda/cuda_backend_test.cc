@@ -369,6 +369,74 @@ TEST(CudaBackend, CapturedAllReduceReplaysWithNewInputsEveryTime) {
   for (int r = 0; r < n; r++) EXPECT_TRUE(problems[r].empty()) << problems[r];
 }
 
+// ACCL_DETERMINISTIC=1 promises the host backend's bits: every element folded in rank order,
+// rounded after each step. The kernel always folds that way, so a float sum of values of very
+// different magnitudes on 3 ranks (one device) and on 2 ranks (two devices) must equal
+// ((x0 + x1) + x2) computed in float on the host, bit for bit, in both all-reduce forms (whole
+// inputs below 256 KiB, slices above) and in reduce-scatter.
+void expectRankOrderBits(int n, bool ownDevices) {
+  setenv("FAKE_CUDA_DEVICES", "4", 0);
+  REQUIRE_DRIVER(d);
+  int devices = 0;
+  d->deviceGetCount(&devices);
+  if (ownDevices && devices < n) GTEST_SKIP() << "SKIP: needs " << n << " CUDA devices, this machine has " << devices;
+  const size_t counts[] = {1000, 200000};
+  std::vector<std::string> problems(n);
+  auto value = [](int r, size_t i) {
+    uint32_t h = static_cast<uint32_t>(i * 2654435761u) ^ static_cast<uint32_t>(r * 40503u);
+    const float mag[] = {1e-3f, 1.0f, 3e4f};
+    return (static_cast<float>(h % 100000) / 7.0f - 7000.0f) * mag[(h >> 20) % 3];
+  };
+  std::string error;
+  bool ok = runThreadRanks(
+      n, [&](int rank) { useDevice(ownDevices ? rank : 0); },
+      [&](ncclComm_t comm, int rank) {
+        CUstream s = nullptr;
+        ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&s, CU_STREAM_NON_BLOCKING));
+        for (size_t count : counts) {
+          CUdeviceptr in = 0, out = 0, rsOut = 0;
+          ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&in, count * 4));
+          ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&out, count * 4));
+          ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&rsOut, count / n * 4 + 4));
+          std::vector<float> host(count);
+          for (size_t i = 0; i < count; i++) host[i] = value(rank, i);
+          d->memcpyHtoD(in, host.data(), count * 4);
+          auto cs = reinterpret_cast<cudaStream_t>(s);
+          EXPECT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(in), reinterpret_cast<void*>(out), count,
+                                               ncclFloat32, ncclSum, comm, cs));
+          EXPECT_EQ(ncclSuccess, ncclReduceScatter(reinterpret_cast<void*>(in), reinterpret_cast<void*>(rsOut),
+                                                   count / n, ncclFloat32, ncclSum, comm, cs));
+          ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
+          std::vector<float> got(count), rs(count / n);
+          d->memcpyDtoH(got.data(), out, count * 4);
+          d->memcpyDtoH(rs.data(), rsOut, count / n * 4);
+          auto folded = [&](size_t i) {
+            float acc = value(0, i);
+            for (int r = 1; r < n; r++) acc = acc + value(r, i);
+            return acc;
+          };
+          for (size_t i = 0; i < count && problems[rank].empty(); i++)
+            if (std::memcmp(&got[i], &(const float&)folded(i), 4) != 0)
+              problems[rank] = "all-reduce of " + std::to_string(count) + ": element " + std::to_string(i) +
+                               " is not the rank-order sum";
+          for (size_t i = 0; i < count / n && problems[rank].empty(); i++)
+            if (std::memcmp(&rs[i], &(const float&)folded(rank * (count / n) + i), 4) != 0)
+              problems[rank] = "reduce-scatter of " + std::to_string(count) + ": element " + std::to_string(i) +
+                               " is not the rank-order sum";
+          d->memFree(in);
+          d->memFree(out);
+          d->memFree(rsOut);
+        }
+        d->streamDestroy(s);
+      },
+      &error);
+  ASSERT_TRUE(ok) << error;
+  for (int r = 0; r < n; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
+}
+
+TEST(CudaBackend, SumsAreTheRankOrderBitsOnThreeRanksOfOneDevice) { expectRankOrderBits(3, false); }
+TEST(CudaBackend, SumsAreTheRankOrderBitsOnTwoDevices) { expectRankOrderBits(2, true); }
+
 // NCCL's execution model under every capture mode (PyTorch captures in global mode, nccl-tests
 // -G in thread-local): an all-reduce (large enough to reduce a slice per rank and gather), a
 // reduce-scatter and a send/recv pair captured in one graph on each of two ranks, each on its
