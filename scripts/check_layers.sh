@@ -40,7 +40,8 @@ awk -v layers="$layers" '
     if (inc in public) next
     slash = index(inc, "/"); first = slash ? substr(inc, 1, slash - 1) : ""
     if (first in rank) to = first
-    else if (inc == "device.h" || inc == "portable.h" || inc == "device_kernels.h" || first == "host" || first == "emulated") to = "kernels"
+    else if (inc == "device.h" || inc == "portable.h" || inc == "device_kernels.h" || inc == "collective_args.h" ||
+             inc == "collective_kernel.h" || first == "host" || first == "emulated") to = "kernels"
     else {
       dir = file; sub(/\/[^\/]*$/, "", dir)
       if (system("test -f \"" dir "/" inc "\"") == 0) to = from

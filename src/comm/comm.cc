@@ -21,6 +21,7 @@ std::unordered_set<ncclComm_t>& liveComms() {
 Comm::Comm() = default;
 
 Comm::~Comm() {
+  kernelPath.reset();  // first: its peer watcher may call fail(), which walks what follows
   statusUnregister(this);
   conns.clear();  // before the transports whose memory and threads they use
   transports.clear();

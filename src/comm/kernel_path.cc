@@ -1,5 +1,8 @@
 #include "comm/kernel_path.h"
+#include <signal.h>
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include "base/check.h"
@@ -60,10 +63,35 @@ ncclResult_t refuseGateModelUnderOneQueue(const Comm* c, const std::string& why)
 }  // namespace
 
 KernelPath::~KernelPath() {
+  stopWatching_ = true;
+  if (watcher_.joinable()) watcher_.join();
   opened_.clear();  // unmap the peers' mailboxes first
   // After an abort a kernel of a peer process may still be reading ours: the device frees it
   // once its streams let it go (deferred_release.h).
   if (own_.get() && abortHost_ && *abortHost_ != 0) dev::releaseLater(backend_, std::move(own_));
+}
+
+void KernelPath::watchPeerProcesses(Comm* c) {
+  std::vector<std::pair<int, pid_t>> others;  // rank, pid: peers in other processes of this pid namespace
+  const PeerInfo& me = c->peers[c->rank];
+  for (int r = 0; r < c->nranks; r++)
+    if (c->peers[r].pid != me.pid && c->peers[r].pidNs == me.pidNs) others.push_back({r, c->peers[r].pid});
+  if (others.empty()) return;
+  // The comm outlives this thread: ~KernelPath (a member of it) joins it first.
+  watcher_ = std::thread([this, c, others] {
+    while (!stopWatching_.load()) {
+      for (const auto& [rank, pid] : others) {
+        if (kill(pid, 0) == 0 || errno != ESRCH) continue;
+        if (c->asyncError.load() == ncclSuccess && c->abortFlag.load() == 0)
+          WARN("rank %d: %s exited (process %d is gone) while this communicator runs collectives as kernels: "
+               "waiting kernels give up and the communicator fails",
+               c->rank, c->describePeer(rank).c_str(), static_cast<int>(pid));
+        c->fail(ncclRemoteError, rank);
+        return;
+      }
+      for (int i = 0; i < 20 && !stopWatching_.load(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
 }
 
 void KernelPath::stopKernels() {
@@ -219,6 +247,7 @@ ncclResult_t setUpKernelPath(Comm* c) {
        "process on device %d; chunks of %zu bytes, %d in flight per channel, %u threads per block)",
        c->rank, c->nranks, bytes, inProcess, c->cudaDev, kern::kChunkBytes, kern::kSlots, kern::kCollThreads);
   c->kernelPath = std::move(kp);
+  c->kernelPath->watchPeerProcesses(c);
   return ncclSuccess;
 }
 

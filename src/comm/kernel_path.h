@@ -9,9 +9,11 @@
 // communicators with ranks elsewhere use the gate model (docs/gpu.md says what that means).
 #pragma once
 #include <cstdint>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 #include "device/backend.h"
 
@@ -27,6 +29,9 @@ class KernelPath {
   // ncclRemoteError (WARNed once, the communicator failed) when a kernel of this rank gave
   // up after ACCL_TIMEOUT: its results are not valid, and the wait it gave up is named.
   ncclResult_t checkKernels(Comm& c);
+  // Peers in other processes of this host: a thread checks every 200 ms that each is alive, and
+  // fails the communicator (kernels give up) naming the one that exited. Started by setUpKernelPath.
+  void watchPeerProcesses(Comm* c);
   // The part of every launch's arguments that is the same for every call.
   void fillCommon(kern::CollKernelArgs* a) const;
   // Orders a launch on `s` after this communicator's previous launch when that was on
@@ -48,6 +53,8 @@ class KernelPath {
   uint64_t* abortHost_ = nullptr;  // [0]: abort; [1..]: the kernels' report (kern::ReportWord)
   const uint64_t* abortDevice_ = nullptr;
   bool reported_ = false;
+  std::thread watcher_;
+  std::atomic<bool> stopWatching_{false};
   std::mutex mu_;
   dev::StreamRef last_;
   bool launched_ = false;

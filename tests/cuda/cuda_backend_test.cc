@@ -846,6 +846,38 @@ TEST(CudaIpc, ProcessesOnOneDeviceRunCollectivesAsKernelsThroughIpcMailboxes) {
   EXPECT_EQ(2, occurrences(log, "collectives run as kernels on the caller's stream")) << log;
 }
 
+// A peer process that dies while this rank's collective kernel waits for it: the kernel must
+// not spin forever. The kernel path watches the other processes of the host; the communicator
+// fails with ncclRemoteError naming the rank that exited, and the stream moves on.
+TEST(CudaIpc, AKernelWaitingForAPeerProcessThatExitedGivesUpAndNamesIt) {
+  if (const accl_test::ChildRole* role = accl_test::childRole()) {
+    CHILD_RANK(*role, d, comm);
+    if (role->rank == 1) _exit(0);  // gone without a word, before the collective
+    const size_t count = 1000;
+    CUdeviceptr buf = 0;
+    ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf, count * 4));
+    CUstream s = nullptr;
+    ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&s, CU_STREAM_NON_BLOCKING));
+    EXPECT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), count,
+                                         ncclFloat32, ncclSum, comm, reinterpret_cast<cudaStream_t>(s)));
+    EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));  // returns: the kernel gave up
+    ncclResult_t async = ncclSuccess;
+    EXPECT_EQ(ncclSuccess, ncclCommGetAsyncError(comm, &async));
+    EXPECT_EQ(ncclRemoteError, async);
+    EXPECT_EQ(ncclSuccess, ncclCommAbort(comm));
+    d->streamDestroy(s);
+    d->memFree(buf);
+    return;
+  }
+  REQUIRE_DRIVER(d);
+  const std::string path = childLogPath("accl_cuda_peer_exit_");
+  auto r = accl_test::runChildProcesses(2, true, 0, childLogEnv(path), 60);
+  EXPECT_TRUE(r.ok) << r.report;
+  const std::string log = takeChildLogs(path);
+  EXPECT_NE(std::string::npos, log.find("rank 0: rank 1 (")) << log;
+  EXPECT_NE(std::string::npos, log.find("exited (process")) << log;
+}
+
 // Two ranks of one communicator on device 0, a thread each, each with a device buffer of
 // `bytes`: body(rank, comm, buf) ends the communicator itself (these tests abort it); the
 // buffer is freed after it.
