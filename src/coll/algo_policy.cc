@@ -57,7 +57,8 @@ ncclResult_t parseList(const std::string& full, std::string list, uint8_t* out) 
 }  // namespace
 
 uint8_t extraAlgos(int f) {
-  if (f == 2) return kAlgoShmDirect;
+  if (f == 2) return kAlgoShmDirect | kAlgoHierRing;
+  if (f == 3) return kAlgoHierRing;
   if (f == 4) return kAlgoShmDirect | kAlgoAllPairs | kAlgoHierRing;
   return 0;
 }
@@ -105,7 +106,8 @@ ncclResult_t parseAlgoPolicy(const std::string& text, AlgoPolicy* out) {
     p.allowed[f] &= kAlgoRing | kAlgoTree | extraAlgos(f);
     if (p.allowed[f] == 0) {
       WARN("NCCL_ALGO=\"%s\" leaves no algorithm ACCL implements for %s (ACCL has Ring and Tree for every "
-           "function, ShmDirect for AllGather and AllReduce, AllPairs and HierRing for AllReduce)",
+           "function, ShmDirect for AllGather and AllReduce, AllPairs for AllReduce, HierRing for AllReduce, "
+           "AllGather and ReduceScatter)",
            text.c_str(), kFuncNames[f]);
       return ncclInvalidUsage;
     }

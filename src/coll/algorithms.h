@@ -29,9 +29,13 @@ struct CollArgs {
   // position, nranks entries each; null: rank order.
   const int* ringRanks = nullptr;
   const int* ringPos = nullptr;
+  // Where each rank's block of a reduce-scatter's input lies: rank -> block index (null: the
+  // rank itself). HierRing's phase across hosts reduces blocks kept by host (one per host).
+  const int* blockOf = nullptr;
 
   int posOf(int r) const { return ringPos ? ringPos[r] : r; }
   int pos() const { return posOf(rank); }
+  int blockIdx(int r) const { return blockOf ? blockOf[r] : r; }
   // The rank at ring position p (taken modulo nranks).
   int rankAt(int p) const {
     const int q = ((p % nranks) + nranks) % nranks;
@@ -49,6 +53,14 @@ std::unique_ptr<StepSource> makeRingAllReducePart(const CollArgs& a, RingPart pa
 // among the ranks that own it, all-gather inside each host; run the phases in this order
 // (needs a uniform layout: every host the same number of ranks).
 std::vector<std::unique_ptr<StepSource>> makeHierarchicalAllReduce(const CollArgs& a, const topo::RankLayout& l);
+// hier_reduce_scatter.cc: a ring reduce-scatter inside each host of the blocks of every host's
+// i-th rank (the host-reduced blocks land in `scratch`, one per host: count x hosts elements),
+// then a ring reduce-scatter of those among the i-th ranks of all hosts. Uniform layouts.
+std::vector<std::unique_ptr<StepSource>> makeHierarchicalReduceScatter(const CollArgs& a, const topo::RankLayout& l,
+                                                                       char* scratch);
+// hier_allgather.cc: a ring all-gather among the i-th ranks of all hosts, then a ring
+// all-gather inside each host of what each rank gathered. Uniform layouts.
+std::vector<std::unique_ptr<StepSource>> makeHierarchicalAllGather(const CollArgs& a, const topo::RankLayout& l);
 std::unique_ptr<StepSource> makeRecursiveDoublingAllReduce(const CollArgs& a);
 std::unique_ptr<StepSource> makeRingAllGather(const CollArgs& a);
 std::unique_ptr<StepSource> makeRingReduceScatter(const CollArgs& a);

@@ -15,7 +15,9 @@ class RingReduceScatter final : public StepSource {
     const int n = a_.nranks, p = a_.pos(), r = a_.rank, k = s_.step();
     const int prev = a_.rankAt(p - 1), next = a_.rankAt(p + 1);
     const size_t bytes = s_.pieceBytes(a_.count);
-    auto block = [&](int b) { return a_.src + (static_cast<size_t>(b) * a_.count + s_.pieceStart()) * s_.esize; };
+    auto block = [&](int owner) {
+      return a_.src + (static_cast<size_t>(a_.blockIdx(owner)) * a_.count + s_.pieceStart()) * s_.esize;
+    };
     if (k == 0) {
       *out = sendStep(a_, next, block(a_.rankAt(p - 1)), bytes);
     } else if (k < n - 1) {

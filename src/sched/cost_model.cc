@@ -33,6 +33,73 @@ const LinkCosts& measuredLinks() {
   return links;
 }
 
+namespace {
+
+// The plans' piece sizes, as init sets them (sched/plan_sim.h's simOpFor does the same): ring
+// pieces of 512 KiB where every peer is on another host, else 128 KiB; recursive doubling's
+// messages at most half a channel (2 MiB / 1 MiB channels).
+double ringPieceBytes(const TopoShape& shape) { return shape.ranksPerHost == 1 ? 512 << 10 : 128 << 10; }
+double treePieceBytes(const TopoShape& shape) { return shape.ranksPerHost == 1 ? 1 << 20 : 512 << 10; }
+double piecesOf(double bytes, double piece) { return std::max(1.0, std::ceil(bytes / piece)); }
+
+// A pipelined phase: `rounds` piece rounds of `steps` steps each, over hops of `hopUs`. A
+// lane runs its steps in order and a round's pieces go around before the next round starts,
+// so where a piece crosses a hop faster than the hop's latency the rounds do not overlap and
+// the phase is latency-bound: rounds x steps x hop (what accl-sim's runs of the plans show on
+// fast links). Otherwise the latency of one pass plus the bytes on the busiest link.
+double pipelinedUs(double rounds, double steps, double hopUs, double onePassUs) {
+  return std::max(rounds * steps * hopUs, onePassUs);
+}
+
+// All-gather and reduce-scatter: N-1 blocks of s pass each rank; HierRing moves (L-1) x H
+// blocks inside the host, then (H-1) blocks per rank across hosts, L ranks' worth per host.
+double predictGatherScatterUs(Algo algo, size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links) {
+  const double s = static_cast<double>(bytes), n = nranks;
+  const double h = shape.hosts, l = shape.ranksPerHost > 0 ? shape.ranksPerHost : n / h;
+  const double pods = std::max(1, shape.pods), hostsPerPod = h / pods;
+  LinkCost in = links.intra;
+  if (links.intraCachedGbps > 0 && s <= links.cacheBytes) in.gbytesPerSec = links.intraCachedGbps;
+  const bool multiHost = shape.hosts > 1;
+  const double hopUs = !multiHost ? in.latencyUs
+                       : pods > 1 && links.podLatencyUs > 0 ? links.podLatencyUs
+                                                            : links.inter.latencyUs;
+  const double nic = links.inter.gbytesPerSec;
+  const double podUplink = hostsPerPod * shape.nicsPerHost * nic / std::max(1.0, shape.podOversub);
+  auto us = [](double b, double gbps) { return b / (gbps * 1e3); };
+  const double piece = ringPieceBytes(shape);
+  // Around the ring the hops alternate: H of its N edges cross hosts, the rest stay inside.
+  const double ringHopUs = multiHost ? (h * hopUs + (n - h) * in.latencyUs) / n : in.latencyUs;
+  switch (algo) {
+    case Algo::Ring: {
+      // One ring edge into each host (and pod): (N-1) x s through one NIC; N steps a round.
+      const double onLinks = (n - 1) * s;
+      double t = us(onLinks, in.gbytesPerSec);
+      if (multiHost) t = std::max({t, us(onLinks, nic), pods > 1 ? us(onLinks, podUplink) : 0.0});
+      return pipelinedUs(piecesOf(s, piece), n, ringHopUs, (n - 1) * ringHopUs + t);
+    }
+    case Algo::HierRing: {
+      if (shape.ranksPerHost <= 1 || shape.hosts < 2) return -1;
+      // Inside the host each round carries a piece's worth split over the H blocks.
+      const double intra = pipelinedUs(piecesOf(s * h, piece), l, in.latencyUs,
+                                       (l - 1) * in.latencyUs + us((l - 1) * h * s, in.gbytesPerSec));
+      const double across = (h - 1) * l * s;  // per host, over its L slice rings
+      double t = std::max(us(across, std::min<double>(shape.nicsPerHost, l) * nic), us((h - 1) * s, in.gbytesPerSec));
+      if (pods > 1) t = std::max(t, us(across, podUplink));
+      return intra + pipelinedUs(piecesOf(s, piece), h, hopUs, (h - 1) * hopUs + t);
+    }
+    default: return -1;
+  }
+}
+
+}  // namespace
+
+double predictUs(OpKind kind, Algo algo, size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links) {
+  if (kind == OpKind::AllReduce) return predictAllReduceUs(algo, bytes, nranks, shape, links);
+  if (kind == OpKind::AllGather || kind == OpKind::ReduceScatter)
+    return predictGatherScatterUs(algo, bytes, nranks, shape, links);
+  return -1;
+}
+
 double predictAllReduceUs(Algo algo, size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links) {
   const double s = static_cast<double>(bytes), n = nranks;
   const double h = shape.hosts, l = shape.ranksPerHost > 0 ? shape.ranksPerHost : n / h;
@@ -48,25 +115,31 @@ double predictAllReduceUs(Algo algo, size_t bytes, int nranks, const TopoShape& 
   // What a pod's uplink carries at most: its hosts' NICs divided by the oversubscription.
   const double podUplink = hostsPerPod * shape.nicsPerHost * nic / std::max(1.0, shape.podOversub);
   auto us = [](double b, double gbps) { return b / (gbps * 1e3); };  // bytes at GB/s -> us
+  const double piece = ringPieceBytes(shape);
+  // Around the ring the hops alternate: H of its N edges cross hosts, the rest stay inside, and
+  // a piece's path through the 2(N-1) steps waits on each in turn.
+  const double ringHopUs = multiHost ? (h * hopUs + (n - h) * in.latencyUs) / n : in.latencyUs;
   switch (algo) {
     case Algo::Ring: {
-      // Ordered by host (and pod): every step waits for the slowest hop; each host's link
-      // carries one ring edge, 2(N-1)/N x S, through one NIC (one ring); each rank copies as
-      // much through shared memory. A pod's uplink carries one edge too.
+      // Ordered by host (and pod): each host's link carries one ring edge, 2(N-1)/N x S,
+      // through one NIC (one ring); each rank copies as much through shared memory. A pod's
+      // uplink carries one edge too. Rounds of 2N-1 steps, one piece of each slice a round.
       const double onLinks = 2 * (n - 1) / n * s;
       double t = us(onLinks, in.gbytesPerSec);
       if (multiHost) t = std::max({t, us(onLinks, nic), pods > 1 ? us(onLinks, podUplink) : 0.0});
-      return 2 * (n - 1) * hopUs + t;
+      return pipelinedUs(piecesOf(s / n, piece), 2 * n - 1, ringHopUs, 2 * (n - 1) * ringHopUs + t);
     }
     case Algo::HierRing: {
       if (shape.ranksPerHost <= 0 || shape.hosts < 2) return -1;
-      const double intra = 2 * (l - 1) * in.latencyUs + us(2 * (l - 1) / l * s, in.gbytesPerSec);
+      // The host's reduce-scatter and all-gather: rounds of L steps, a piece of each of L slices.
+      const double intraPass = 2 * (l - 1) * in.latencyUs + us(2 * (l - 1) / l * s, in.gbytesPerSec);
+      const double intra = pipelinedUs(piecesOf(s / l, piece), 2 * l, in.latencyUs, intraPass);
       // The L slices' rings share each host's NICs (up to L of them) and each pod's uplink:
       // 2(H-1)/H x S on each in all.
       const double across = 2 * (h - 1) / h * s;
       double t = us(across, std::min<double>(shape.nicsPerHost, l) * nic);
       if (pods > 1) t = std::max(t, us(across, podUplink));
-      return intra + 2 * (h - 1) * hopUs + t;
+      return intra + pipelinedUs(piecesOf(s / l / h, piece), 2 * h - 1, hopUs, 2 * (h - 1) * hopUs + t);
     }
     case Algo::Tree: {
       // Recursive doubling: log2(N) rounds (two more when N is not a power of two), each a
@@ -81,6 +154,9 @@ double predictAllReduceUs(Algo algo, size_t bytes, int nranks, const TopoShape& 
       const double nicRound = us(l * s, std::min<double>(shape.nicsPerHost, l) * nic);
       t += hostRounds * (links.inter.latencyUs + nicRound);
       t += podRounds * (hopUs + std::max(nicRound, us(hostsPerPod * l * s, podUplink)));
+      // Buffers above half a channel run as several recursive doublings, one after another.
+      const double more = piecesOf(s, treePieceBytes(shape)) - 1;
+      t += more * (inside * in.latencyUs + hostRounds * links.inter.latencyUs + podRounds * hopUs);
       return t;
     }
     default: return -1;
@@ -89,6 +165,11 @@ double predictAllReduceUs(Algo algo, size_t bytes, int nranks, const TopoShape& 
 
 Algo cheapestAllReduce(uint8_t allowed, size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links,
                        std::string* why) {
+  return cheapestAlgo(OpKind::AllReduce, allowed, bytes, nranks, shape, links, why);
+}
+
+Algo cheapestAlgo(OpKind kind, uint8_t allowed, size_t bytes, int nranks, const TopoShape& shape,
+                  const LinkCosts& links, std::string* why) {
   const Algo candidates[] = {Algo::Tree, Algo::Ring, Algo::HierRing};
   const uint8_t bits[] = {kAlgoTree, kAlgoRing, kAlgoHierRing};
   Algo best = Algo::Ring;
@@ -96,7 +177,7 @@ Algo cheapestAllReduce(uint8_t allowed, size_t bytes, int nranks, const TopoShap
   std::string all;
   for (int i = 0; i < 3; i++) {
     if (!(allowed & bits[i])) continue;
-    const double t = predictAllReduceUs(candidates[i], bytes, nranks, shape, links);
+    const double t = predictUs(kind, candidates[i], bytes, nranks, shape, links);
     if (t < 0) continue;
     char buf[64];
     snprintf(buf, sizeof(buf), "%s%s %.0f us", all.empty() ? "" : ", ", algoName(candidates[i]), t);
@@ -110,7 +191,7 @@ Algo cheapestAllReduce(uint8_t allowed, size_t bytes, int nranks, const TopoShap
   // must predict a clear win (5%), not a tie the model cannot tell apart (two ranks: one
   // exchange of S or a ring of two steps of S/2, the same bytes).
   if (best != Algo::Ring && (allowed & kAlgoRing)) {
-    const double ring = predictAllReduceUs(Algo::Ring, bytes, nranks, shape, links);
+    const double ring = predictUs(kind, Algo::Ring, bytes, nranks, shape, links);
     if (ring >= 0 && bestUs > 0.95 * ring) best = Algo::Ring;
   }
   if (why)

@@ -1,7 +1,8 @@
-// cost_model.h: predicted time of an all-reduce per algorithm on a multi-host communicator,
-// from the latency and bandwidth of two link classes (inside a host, between hosts). The tuner
-// picks the cheapest allowed algorithm with it when ranks span hosts, and accl-sim-style
-// predictions can be made from the same formulas. Figures: measuredLinks() (with the command).
+// cost_model.h: predicted time of an all-reduce, all-gather or reduce-scatter per algorithm on
+// a multi-host communicator, from the latency and bandwidth of two link classes (inside a
+// host, between hosts). The tuner picks the cheapest allowed algorithm with it when ranks span
+// hosts; accl-sim runs the plans themselves (sched/plan_sim.h) and shows the model's choice
+// next to them. Figures: measuredLinks() (with the command).
 #pragma once
 #include <cstddef>
 #include <string>
@@ -26,11 +27,16 @@ struct LinkCosts {
 
 // The figures measured on this project's pods (tests/netns), see cost_model.cc.
 const LinkCosts& measuredLinks();
-// Predicted microseconds of an all-reduce of `bytes` per rank on n ranks; negative where the
-// algorithm cannot run on this shape (HierRing needs the same number of ranks on every host).
+// Predicted microseconds of a collective of `bytes` per rank (the call's count x element
+// size: an all-gather's input, a reduce-scatter's output) on n ranks; negative where the
+// algorithm cannot run on this shape (HierRing needs the same number, > 1, of ranks on every
+// host; all-gather and reduce-scatter have no Tree).
+double predictUs(OpKind kind, Algo algo, size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links);
 double predictAllReduceUs(Algo algo, size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links);
-// The cheapest of Tree, Ring and HierRing among `allowed` (AlgoBit set) for an all-reduce;
+// The cheapest of Tree, Ring and HierRing among `allowed` (AlgoBit set) for `kind`;
 // `why` (optional): the shape and every prediction, for NCCL_DEBUG_SUBSYS=TUNING.
+Algo cheapestAlgo(OpKind kind, uint8_t allowed, size_t bytes, int nranks, const TopoShape& shape,
+                  const LinkCosts& links, std::string* why = nullptr);
 Algo cheapestAllReduce(uint8_t allowed, size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links,
                        std::string* why = nullptr);
 

@@ -5,6 +5,7 @@
 #include "coll/algorithms.h"
 #include "base/check.h"
 #include "base/param.h"
+#include "sched/coll_plan.h"
 #include "sched/mismatch_check.h"
 #include "sched/tuner.h"
 #include "sched/work.h"
@@ -34,18 +35,6 @@ size_t outputElems(const OpDesc& op, int n) {
                                                                                                   : op.count;
 }
 
-void addRecursiveDoubling(Lane& lane, const CollArgs& a, size_t maxBytes) {
-  const size_t esize = dev::typeSize(a.type);
-  const size_t pieceElems = std::max<size_t>(1, maxBytes / esize);
-  for (size_t lo = 0; lo < a.count; lo += pieceElems) {
-    CollArgs p = a;
-    p.src = a.src + lo * esize;
-    p.dst = a.dst + lo * esize;
-    p.count = std::min(pieceElems, a.count - lo);
-    lane.add(makeRecursiveDoublingAllReduce(p));
-  }
-}
-
 // Deterministic mode: the tuner's choice picks the shape (Tree: whole buffers to the reducers,
 // one hop; Ring: each rank reduces its slice), and both fold every element in rank order.
 void addRankOrderAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, Algo algo, bool stream) {
@@ -61,7 +50,7 @@ void addRankOrderAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, Algo
   }
 }
 
-void addAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, const Comm& c) {
+ncclResult_t addAlgorithm(Lane& lane, CommWork& w, const OpDesc& op, const CollArgs& a, const Comm& c) {
   const size_t bytes = op.count * dev::typeSize(op.type);
   const bool stream = streamsOutput(op, c.nranks);
   // The ShmDirect board is read and written by the CPU: host buffers only.
@@ -83,40 +72,32 @@ void addAlgorithm(Lane& lane, const OpDesc& op, const CollArgs& a, const Comm& c
        why.empty() ? "" : ": ", why.c_str());
   if (rankOrder) {
     addRankOrderAlgorithm(lane, op, a, algo, stream);
-    return;
+    return ncclSuccess;
   }
-  switch (op.kind) {
-    case OpKind::AllReduce:
-      if (algo == Algo::ShmDirect) {
-        lane.add(useShmSlices(op.kind, bytes, c.nranks) ? makeShmSlicedAllReduce(a) : makeShmDirectAllReduce(a));
-      } else if (algo == Algo::AllPairs) {
-        // The deterministic mode's one-hop shape: inputs to every rank, folded in rank order.
-        lane.add(makeRankOrderGatheredAllReduce(a), stream);
-      } else if (algo == Algo::Tree) {
-        addRecursiveDoubling(lane, a, c.ringBytes / 2);
-      } else if (algo == Algo::HierRing && c.layout.uniform) {
-        for (auto& phase : makeHierarchicalAllReduce(a, c.layout)) lane.add(std::move(phase), stream);
-      } else {
-        lane.add(makeRingAllReduce(a), stream);
-      }
-      break;
-    case OpKind::Broadcast:
-      lane.add(algo == Algo::Tree ? makeDirectBroadcast(a) : makeRingBroadcast(a), stream);
-      break;
-    case OpKind::Reduce:
-      lane.add(algo == Algo::Tree ? makeDirectReduce(a) : makeChainReduce(a), stream);
-      break;
-    case OpKind::AllGather:
-      if (readInPlace)
-        lane.add(makeShmReadAllGather(a));
-      else
-        lane.add(algo == Algo::ShmDirect ? makeShmDirectAllGather(a) : makeRingAllGather(a), stream);
-      break;
-    case OpKind::ReduceScatter: lane.add(makeRingReduceScatter(a), stream); break;
-    case OpKind::Gather: lane.add(makeDirectGather(a), stream); break;
-    case OpKind::Scatter: lane.add(makeDirectScatter(a), stream); break;
-    default: break;
+  if (algo == Algo::ShmDirect) {
+    if (op.kind == OpKind::AllReduce)
+      lane.add(useShmSlices(op.kind, bytes, c.nranks) ? makeShmSlicedAllReduce(a) : makeShmDirectAllReduce(a));
+    else
+      lane.add(readInPlace ? makeShmReadAllGather(a) : makeShmDirectAllGather(a), readInPlace ? false : stream);
+    return ncclSuccess;
   }
+  if (algo == Algo::AllPairs) {
+    // The deterministic mode's one-hop shape: inputs to every rank, folded in rank order.
+    lane.add(makeRankOrderGatheredAllReduce(a), stream);
+    return ncclSuccess;
+  }
+  // Ring, Tree and HierRing: the plans accl-sim runs too (sched/coll_plan.h).
+  char* scratch = nullptr;
+  if (const size_t need = planScratchBytes(op.kind, algo, a, c.layout)) {
+    w.scratch.emplace_back();
+    NCCLCHECK(c.backend->scratch(need, &w.scratch.back()));
+    scratch = w.scratch.back().get();
+  }
+  // Recursive doubling's whole-buffer messages stay in cache: no streaming stores.
+  const bool streamPlan = stream && !(op.kind == OpKind::AllReduce && algo == Algo::Tree);
+  for (auto& phase : planOverConnections(op.kind, algo, a, c.layout, c.ringBytes / 2, scratch))
+    lane.add(std::move(phase), streamPlan);
+  return ncclSuccess;
 }
 
 // One collective (not all-to-all) appended to `lane`: [pre-scale] algorithm [average].
@@ -145,7 +126,7 @@ ncclResult_t addCollective(Lane& lane, CommWork& w, OpDesc& op) {
     only->push(copyStep(a, a.dst, a.src, outputElems(op, n) * esize));
     lane.add(std::move(only));
   } else {
-    addAlgorithm(lane, op, a, c);
+    NCCLCHECK(addAlgorithm(lane, w, op, a, c));
   }
 
   bool hasOutput = op.kind != OpKind::Reduce || c.rank == op.root;

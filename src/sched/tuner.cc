@@ -116,16 +116,23 @@ Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks,
     if ((allowed & (kAlgoRing | kAlgoTree)) == 0) return Algo::AllPairs;  // forced: any size, piece by piece
     if (boardBytes == 0 && bytes <= allPairsLimit(nranks, param::allPairsBytes())) return Algo::AllPairs;
   }
-  // HierRing: all-reduces over several hosts with the same number (> 1) of ranks on each.
+  // HierRing: all-reduces, all-gathers and reduce-scatters over several hosts with the same
+  // number (> 1) of ranks on each.
   const bool multiHost = shape && shape->hosts > 1;
-  const bool hierShape = kind == OpKind::AllReduce && multiHost && shape->ranksPerHost > 1;
+  const bool hierKind = kind == OpKind::AllReduce || kind == OpKind::AllGather || kind == OpKind::ReduceScatter;
+  const bool hierShape = hierKind && multiHost && shape->ranksPerHost > 1;
   allowed &= kAlgoRing | kAlgoTree | (hierShape ? kAlgoHierRing : 0);
   if (allowed == 0) allowed = kAlgoRing | kAlgoTree;  // only ShmDirect allowed, and it cannot run
   if (allowed == kAlgoRing) return Algo::Ring;
   if (allowed == kAlgoTree) return Algo::Tree;
   if (allowed == kAlgoHierRing) return Algo::HierRing;
-  // All-gather and reduce-scatter have no separate latency algorithm: the ring is it.
-  if (kind == OpKind::AllGather || kind == OpKind::ReduceScatter) return Algo::Ring;
+  // All-gather and reduce-scatter have no separate latency algorithm: the ring, or across hosts
+  // HierRing where the cost model finds it cheaper.
+  if (kind == OpKind::AllGather || kind == OpKind::ReduceScatter) {
+    if (hierShape && (allowed & kAlgoHierRing) && (allowed & kAlgoRing))
+      return cheapestAlgo(kind, kAlgoRing | kAlgoHierRing, bytes, nranks, *shape, measuredLinks(), why);
+    return (allowed & kAlgoRing) || !hierShape ? Algo::Ring : Algo::HierRing;
+  }
   if (kind == OpKind::AllReduce && multiHost && param::treeThreshold() < 0)
     return cheapestAllReduce(allowed, bytes, nranks, *shape, measuredLinks(), why);
   if (nranks <= 2 && kind != OpKind::AllReduce) return Algo::Tree;  // a chain of two is a flat tree

@@ -3,10 +3,11 @@
 # round robin (rank r in pod r % 4) and blocked, pod links (hpn0) shaped to HPN_RATE (2gbit).
 # For each placement: every ring collective (all-reduce, all-gather, reduce-scatter, broadcast,
 # reduce) with data checks from 8 B to 2 MiB, all-reduce with each NCCL_ALGO (Ring, Tree,
-# HierRing); init's log names a ring with one crossing per host; and the bytes each pod sends
-# on hpn0 during 32 MiB all-reduces are within 5% of each algorithm's optimum: the ordered
-# ring's 2(N-1)/N x S (a ring in rank order on round-robin pods sends twice that), HierRing's
-# 2(H-1)/H x S; and accl-sim, fed the link figures measured on these pods, predicts the
+# HierRing), all-gather and reduce-scatter with HierRing; init's log names a ring with one
+# crossing per host; and the bytes each pod sends on hpn0 during 32 MiB all-reduces are within
+# 5% of each algorithm's optimum: the ordered ring's 2(N-1)/N x S (a ring in rank order on
+# round-robin pods sends twice that), HierRing's 2(H-1)/H x S, and HierRing's all-gather and
+# reduce-scatter (H-1)/H of the 32 MiB; and accl-sim, fed the link figures measured on these pods, predicts the
 # measured times within 25% from 1 MiB (Ring 1-16 MiB, HierRing 1-4 MiB: where the tuner runs
 # them). Exit 77 (skipped) where namespaces
 # cannot be created.
@@ -37,9 +38,10 @@ FAILURES=0
 fail() { echo "FAIL: $*"; FAILURES=$((FAILURES + 1)); }
 
 echo "== every ring collective, 8 B .. 2 MiB, data checked, $PODS pods x $PER_POD ranks =="
-printf '%-11s %-19s %s\n' placement collective:algo result
+printf '%-11s %-23s %s\n' placement collective:algo result
 for placement in roundrobin blocked; do
-  for case in all_reduce:Ring all_reduce:Tree all_reduce:HierRing all_reduce all_gather reduce_scatter broadcast reduce; do
+  for case in all_reduce:Ring all_reduce:Tree all_reduce:HierRing all_reduce all_gather all_gather:HierRing \
+      reduce_scatter reduce_scatter:HierRing broadcast reduce; do
     coll=${case%%:*} algo=
     [ "$coll" != "$case" ] && algo=${case#*:}
     dir="$LOGS/$placement.$case"
@@ -53,28 +55,30 @@ for placement in roundrobin blocked; do
       result="FAIL(ring)"
       grep -h "ring over" "$dir/rank0.log" | sed 's/^/    /'
     fi
-    printf '%-11s %-19s %s\n' $placement $case "$result"
+    printf '%-11s %-23s %s\n' $placement $case "$result"
     [ "$result" = PASS ] || fail "$placement $case"
   done
   grep -ho "ring over.*" "$LOGS/$placement.all_reduce/rank0.log" | sed "s/^/    $placement: /"
 done
 
-echo "== bytes each pod sent on hpn0 per 32 MiB all-reduce (optimum: Ring 2(N-1)/N x S, HierRing 2(H-1)/H x S) =="
+echo "== bytes each pod sent on hpn0 per 32 MiB op (optimum: all-reduce Ring 2(N-1)/N x S, HierRing 2(H-1)/H x S; all-gather/reduce-scatter of S in all: Ring (N-1)/N x S, HierRing (H-1)/H x S) =="
 SIZE=$((32 << 20))
 ITERS=1 WARMUP=1
 OPS=$((WARMUP + 2 * (ITERS + 1)))  # warm-up; out-of-place and in-place: one untimed op, then ITERS
-printf '%-11s %-9s %-4s %12s %12s %8s %s\n' placement algo pod payload_B optimum_B ratio result
-for run in roundrobin:Ring blocked:Ring roundrobin:HierRing; do
-  placement=${run%%:*} algo=${run#*:}
+printf '%-11s %-24s %-4s %12s %12s %8s %s\n' placement algo pod payload_B optimum_B ratio result
+for run in roundrobin:Ring blocked:Ring roundrobin:HierRing roundrobin:HierRing:all_gather roundrobin:HierRing:reduce_scatter; do
+  IFS=: read -r placement algo coll <<<"$run"
+  coll=${coll:-all_reduce}
   OPTIMUM=$((2 * (N - 1) * SIZE / N))
   [ $algo = HierRing ] && OPTIMUM=$((2 * (PODS - 1) * SIZE / PODS))
+  [ $coll != all_reduce ] && OPTIMUM=$((OPTIMUM / 2))
   declare -a before
   for p in $(seq 0 $((PODS - 1))); do before[$p]=$(pod_tx_payload "$p" hpn0); done
-  dir="$LOGS/$placement.$algo.bytes"
+  dir="$LOGS/$placement.$algo.$coll.bytes"
   run_placed $placement $PER_POD "$dir" 90 NCCL_ALGO=$algo -- \
-    "$BUILD/perf/all_reduce_perf" -b $SIZE -e $SIZE -n $ITERS -w $WARMUP -c 0
+    "$BUILD/perf/${coll}_perf" -b $SIZE -e $SIZE -n $ITERS -w $WARMUP -c 0
   if ! wait_world; then
-    fail "$placement $algo: 32 MiB all-reduce failed"
+    fail "$placement $algo: 32 MiB $coll failed"
     tail -n 3 "$dir"/rank*.log | sed 's/^/    /'
     continue
   fi
@@ -82,8 +86,8 @@ for run in roundrobin:Ring blocked:Ring roundrobin:HierRing; do
     per_op=$(( ($(pod_tx_payload "$p" hpn0) - before[$p]) / OPS ))
     ratio=$(awk -v a=$per_op -v b=$OPTIMUM 'BEGIN {printf "%.3f", a / b}')
     result=PASS
-    awk -v r="$ratio" 'BEGIN {exit !(r >= 0.95 && r <= 1.05)}' || { result=FAIL; fail "$placement $algo pod $p: $per_op bytes, optimum $OPTIMUM"; }
-    printf '%-11s %-9s %-4s %12s %12s %8s %s\n' $placement $algo $p $per_op $OPTIMUM $ratio $result
+    awk -v r="$ratio" 'BEGIN {exit !(r >= 0.95 && r <= 1.05)}' || { result=FAIL; fail "$placement $algo $coll pod $p: $per_op bytes, optimum $OPTIMUM"; }
+    printf '%-11s %-24s %-4s %12s %12s %8s %s\n' $placement "$algo:$coll" $p $per_op $OPTIMUM $ratio $result
   done
 done
 

@@ -5,13 +5,14 @@
 namespace accl {
 namespace {
 
-constexpr int kBroadcast = 0, kAllGather = 2, kAllReduce = 4;
+constexpr int kBroadcast = 0, kAllGather = 2, kReduceScatter = 3, kAllReduce = 4;
 
 TEST(AlgoPolicy, EmptyValueAllowsEverything) {
   AlgoPolicy p;
   ASSERT_EQ(parseAlgoPolicy("", &p), ncclSuccess);
   EXPECT_EQ(p.allowed[kAllReduce], kAlgoRing | kAlgoTree | kAlgoShmDirect | kAlgoAllPairs | kAlgoHierRing);
-  EXPECT_EQ(p.allowed[kAllGather], kAlgoRing | kAlgoTree | kAlgoShmDirect);
+  EXPECT_EQ(p.allowed[kAllGather], kAlgoRing | kAlgoTree | kAlgoShmDirect | kAlgoHierRing);
+  EXPECT_EQ(p.allowed[kReduceScatter], kAlgoRing | kAlgoTree | kAlgoHierRing);
   EXPECT_EQ(p.allowed[kBroadcast], kAlgoRing | kAlgoTree);
 }
 
@@ -25,7 +26,7 @@ TEST(AlgoPolicy, CaretExcludesTheListedAlgorithms) {
   AlgoPolicy p;
   ASSERT_EQ(parseAlgoPolicy("^tree", &p), ncclSuccess);
   EXPECT_EQ(p.allowed[kAllReduce], kAlgoRing | kAlgoShmDirect | kAlgoAllPairs | kAlgoHierRing);
-  EXPECT_EQ(p.allowed[kAllGather], kAlgoRing | kAlgoShmDirect);
+  EXPECT_EQ(p.allowed[kAllGather], kAlgoRing | kAlgoShmDirect | kAlgoHierRing);
 }
 
 TEST(AlgoPolicy, PerFunctionEntriesOverrideTheFirstEntry) {
@@ -67,12 +68,16 @@ TEST(AlgoPolicy, AllPairsAloneForcesItForAllReducesAndLeavesTheRestAlone) {
   EXPECT_EQ(p.allowed[kBroadcast], kAlgoRing);
 }
 
-TEST(AlgoPolicy, HierRingIsAnAllReduceAlgorithm) {
+TEST(AlgoPolicy, HierRingIsAnAllReduceAllGatherAndReduceScatterAlgorithm) {
   AlgoPolicy p;
   ASSERT_EQ(parseAlgoPolicy("HierRing", &p), ncclSuccess);
   EXPECT_EQ(p.allowed[kAllReduce], kAlgoHierRing);
+  EXPECT_EQ(p.allowed[kAllGather], kAlgoHierRing);
+  EXPECT_EQ(p.allowed[kReduceScatter], kAlgoHierRing);
   EXPECT_EQ(p.allowed[kBroadcast], kAlgoRing | kAlgoTree);
-  EXPECT_EQ(parseAlgoPolicy("allgather:hierring", &p), ncclInvalidUsage);
+  ASSERT_EQ(parseAlgoPolicy("allgather:hierring", &p), ncclSuccess);
+  EXPECT_EQ(p.allowed[kAllGather], kAlgoHierRing);
+  EXPECT_EQ(parseAlgoPolicy("broadcast:hierring", &p), ncclInvalidUsage);
 }
 
 TEST(AlgoPolicy, ShmDirectAloneForcesItWhereItExistsAndLeavesTheRestAlone) {

@@ -258,5 +258,84 @@ TEST(HierarchicalAllReduce, IsExactAndEachHostSendsTwoHMinusOneOverHOfTheBuffer)
   }
 }
 
+// Whether HierRing's host phases cut pieces (64 bytes / hosts, whole elements) that start at
+// the channels' 16-byte alignment, so bytes on the links carry no padding.
+bool hostPiecesAligned(const topo::RankLayout& l) { return (64 / 4 / l.nhosts) * 4 % 16 == 0; }
+
+TEST(HierarchicalAllGather, IsExactAndEachHostSendsHMinusOneTimesItsRanksBlocks) {
+  for (const Placement& p : placements()) {
+    topo::RankLayout l = topo::layoutRanks(p.hostOf);
+    if (!l.uniform || l.nhosts < 2 || l.ranksPerHost() < 2) continue;
+    const int n = static_cast<int>(p.hostOf.size()), hosts = l.nhosts, perHost = l.ranksPerHost();
+    auto hier = [&l](Lane& lane, const CollArgs& a) {
+      for (auto& phase : makeHierarchicalAllGather(a, l)) lane.add(std::move(phase));
+    };
+    for (size_t count : {size_t{1}, size_t{5}, size_t{37}, size_t{48}}) {
+      std::vector<std::vector<int32_t>> in, out;
+      std::vector<std::vector<uint64_t>> sent;
+      simulate(hier, l, count, 0, count, count * n, &in, &out, &sent);
+      for (int r = 0; r < n; r++)
+        for (int q = 0; q < n; q++)
+          for (size_t i = 0; i < count; i++)
+            ASSERT_EQ(out[r][q * count + i], in[q][i]) << p.name << " rank " << r << " block " << q << " count " << count;
+      if (count * 4 % 64 != 0 || !hostPiecesAligned(l)) continue;
+      // Each of the host's ranks receives the blocks of its peers on the other hosts, once.
+      for (uint64_t e : hostEgress(l, sent)) EXPECT_EQ(e, uint64_t(hosts - 1) * perHost * count * 4) << p.name;
+    }
+    // In place: each rank's input is its own block of the output.
+    const size_t count = 29;
+    std::vector<std::vector<int32_t>> in, out;
+    std::vector<std::vector<uint64_t>> sent;
+    auto inPlace = [&](Lane& lane, const CollArgs& a) {
+      CollArgs b = a;
+      char* own = b.dst + static_cast<size_t>(b.rank) * count * 4;
+      std::memcpy(own, b.src, count * 4);
+      b.src = own;
+      hier(lane, b);
+    };
+    simulate(inPlace, l, count, 0, count, count * n, &in, &out, &sent);
+    for (int r = 0; r < n; r++)
+      for (int q = 0; q < n; q++)
+        for (size_t i = 0; i < count; i++) ASSERT_EQ(out[r][q * count + i], in[q][i]) << p.name << " in place";
+  }
+}
+
+TEST(HierarchicalReduceScatter, IsExactAndEachHostSendsHMinusOneTimesItsRanksBlocks) {
+  for (const Placement& p : placements()) {
+    topo::RankLayout l = topo::layoutRanks(p.hostOf);
+    if (!l.uniform || l.nhosts < 2 || l.ranksPerHost() < 2) continue;
+    const int n = static_cast<int>(p.hostOf.size()), hosts = l.nhosts, perHost = l.ranksPerHost();
+    for (bool inPlace : {false, true}) {
+      for (size_t count : {size_t{1}, size_t{5}, size_t{37}, size_t{48}}) {
+        std::vector<std::vector<char>> scratch(n);
+        auto hier = [&](Lane& lane, const CollArgs& a) {
+          CollArgs b = a;
+          if (inPlace) {  // NCCL's in-place reduce-scatter: the output is the rank's block of the input
+            b.dst = const_cast<char*>(b.src) + static_cast<size_t>(b.rank) * count * 4;
+          }
+          scratch[b.rank].assign(count * 4 * l.nhosts, 0);
+          for (auto& phase : makeHierarchicalReduceScatter(b, l, scratch[b.rank].data())) lane.add(std::move(phase));
+        };
+        std::vector<std::vector<int32_t>> in, out;
+        std::vector<std::vector<uint64_t>> sent;
+        simulate(hier, l, count, 0, count * n, count, &in, &out, &sent);
+        // The references: every rank's input as it was (simulate fills `in` before the plans run).
+        std::vector<std::vector<int32_t>> orig(n, std::vector<int32_t>(count * n));
+        for (int r = 0; r < n; r++)
+          for (size_t i = 0; i < count * n; i++) orig[r][i] = input(r, i);
+        for (int r = 0; r < n; r++)
+          for (size_t i = 0; i < count; i++) {
+            int32_t want = 0;
+            for (int q = 0; q < n; q++) want += orig[q][r * count + i];
+            const int32_t got = inPlace ? in[r][r * count + i] : out[r][i];
+            ASSERT_EQ(got, want) << p.name << (inPlace ? " in place" : "") << " rank " << r << " count " << count;
+          }
+        if (inPlace || count * 4 % 64 != 0 || !hostPiecesAligned(l)) continue;
+        for (uint64_t e : hostEgress(l, sent)) EXPECT_EQ(e, uint64_t(hosts - 1) * perHost * count * 4) << p.name;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace accl
