@@ -45,10 +45,11 @@ double piecesOf(double bytes, double piece) { return std::max(1.0, std::ceil(byt
 // A pipelined phase: `rounds` piece rounds of `steps` steps each, over hops of `hopUs`. A
 // lane runs its steps in order and a round's pieces go around before the next round starts,
 // so where a piece crosses a hop faster than the hop's latency the rounds do not overlap and
-// the phase is latency-bound: rounds x steps x hop (what accl-sim's runs of the plans show on
-// fast links). Otherwise the latency of one pass plus the bytes on the busiest link.
+// the phase is latency-bound: a chain of rounds x steps steps, one hop between each two (what
+// accl-sim's runs of the plans show on fast links). Otherwise the latency of one pass plus the
+// bytes on the busiest link.
 double pipelinedUs(double rounds, double steps, double hopUs, double onePassUs) {
-  return std::max(rounds * steps * hopUs, onePassUs);
+  return std::max((rounds * steps - 1) * hopUs, onePassUs);
 }
 
 // All-gather and reduce-scatter: N-1 blocks of s pass each rank; HierRing moves (L-1) x H

@@ -74,7 +74,13 @@ class Sim {
       ready_.pop();
       RankRun& rr = ranks_[r];
       rr.clock = std::max(rr.clock, t);
-      if (!advance(r)) continue;  // waits for bytes; the sender wakes it
+      double later = 0;
+      if (!advance(r, &later)) {
+        // Its bytes are sent but arrive later: run the step then, so that every link serves
+        // its messages in the order of their start times.
+        if (later > 0) ready_.push({later, r});
+        continue;  // otherwise it waits for bytes not sent yet; the sender wakes it
+      }
       if (++res_.steps > maxSteps) {
         res_.error = "more than " + std::to_string(maxSteps) + " steps";
         return res_;
@@ -111,7 +117,8 @@ class Sim {
   }
 
   // Runs rank r's current step if its bytes have arrived: true when it ran (or r finished).
-  bool advance(int r) {
+  // False with *later set: the first of them arrives then; with *later 0: not sent yet.
+  bool advance(int r, double* later) {
     RankRun& rr = ranks_[r];
     for (;;) {
       if (!rr.hasCur) {
@@ -139,6 +146,10 @@ class Sim {
       }
       // From the first message holding bytes of this step to the last.
       const double first = ch.msgs.front().first;
+      if (first > rr.clock) {
+        *later = first;
+        return false;
+      }
       double last = 0;
       while (!ch.msgs.empty() && ch.msgs.front().end <= want) {
         last = ch.msgs.front().last;
@@ -170,20 +181,21 @@ class Sim {
       double& out = nicOut_[static_cast<size_t>(hs) * c_.nicsPerHost + l_.slot[r] % c_.nicsPerHost];
       double& in = nicIn_[static_cast<size_t>(hr) * c_.nicsPerHost + l_.slot[to] % c_.nicsPerHost];
       const double nic = k.inter.gbytesPerSec;
-      double txStart = std::max(start, out);
-      double txEnd = std::max(ready, txStart + wire(bytes, nic));
-      out = txEnd;
+      // Each link is busy for the message's wire time from when it can start; while a
+      // forwarded message waits for its input the link carries other messages (a fluid
+      // share, not a reservation until the last byte).
+      const double txStart = std::max(start, out);
+      out = txStart + wire(bytes, nic);
+      double txEnd = std::max(ready, out);
       const bool acrossPods = l_.podOf[r] != l_.podOf[to];
       if (acrossPods) {
         double& up = podOut_[l_.podOf[r]];
-        const double upStart = std::max(txStart, up);
-        txEnd = std::max(txEnd, upStart + wire(bytes, podGbps_));
-        up = txEnd;
+        up = std::max(txStart, up) + wire(bytes, podGbps_);
+        txEnd = std::max(txEnd, up);
         res_.podSent[l_.podOf[r]] += bytes;
       }
-      const double rxStart = std::max(txStart, in);
-      const double rxEnd = std::max(txEnd, rxStart + wire(bytes, nic));
-      in = rxEnd;
+      in = std::max(txStart, in) + wire(bytes, nic);
+      const double rxEnd = std::max(txEnd, in);
       const double lat = acrossPods && k.podLatencyUs > 0 ? k.podLatencyUs : k.inter.latencyUs;
       first = txStart + lat;
       last = rxEnd + lat;
