@@ -8,6 +8,7 @@
 # root). VARIANTS (default "base ours") may name NCCL_ALGO settings too, e.g.
 #   PODS=8 PER_POD=1 MIN=8 MAX=8 VARIANTS="ours:Ring ours:Tree" perf/pods_topo_bench.sh build /tmp/base/lib
 #   VARIANTS="ours:Ring ours:HierRing" perf/pods_topo_bench.sh build /tmp/base/lib
+# COLL (default all_reduce) names another perf binary: all_gather, reduce_scatter, ...
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "${1:?usage: pods_topo_bench.sh <build dir> <baseline lib dir>}" && pwd)
@@ -34,14 +35,14 @@ for round in $(seq "$ROUNDS"); do
     [ "${lib#*:}" != "$lib" ] && envs+=(NCCL_ALGO="${lib#*:}")
     dir="$LOGS/$lib.$round"
     run_placed "$PLACEMENT" "$PER_POD" "$dir" 300 "${envs[@]}" NCCL_DEBUG=VERSION -- \
-      "$BUILD/perf/all_reduce_perf" -b "$MIN" -e "$MAX" -f 2 -n "${ITERS:-2}" -w 1 -c 0 ${EXTRA:-}
+      "$BUILD/perf/${COLL:-all_reduce}_perf" -b "$MIN" -e "$MAX" -f 2 -n "${ITERS:-2}" -w 1 -c 0 ${EXTRA:-}
     wait_world || { echo "$lib round $round failed"; tail -n 3 "$dir"/rank*.log; exit 1; }
     # Columns: size count type redop root time algbw busbw #wrong (out-of-place), then in-place.
     while read -r size t; do T[$lib.$round.$size]=$t; done < <(awk '/^ +[0-9]+ +[0-9]+ +float/ {print $1, $6}' "$dir/rank0.log")
     SIZES_SEEN=$(awk '/^ +[0-9]+ +[0-9]+ +float/ {print $1}' "$dir/rank0.log")
   done
 done
-echo "all-reduce float, $PODS pods x $PER_POD ranks ($PLACEMENT), hpn0 $HPN_RATE; time us (out-of-place)"
+echo "${COLL:-all_reduce} float, $PODS pods x $PER_POD ranks ($PLACEMENT), hpn0 $HPN_RATE; time us (out-of-place)"
 printf '%12s' bytes
 set -- $VARIANTS
 A=$1 B=$2

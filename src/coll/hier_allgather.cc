@@ -10,21 +10,25 @@
 namespace accl {
 namespace {
 
-// Phase 2: the ring of one host's ranks passes, for each piece and host g, the block of the
+// Phase 2: the ring of one host's ranks passes, for each piece of each host g's block, the block of the
 // rank at slot j of host g, as the flat ring all-gather passes the block of position j.
 class HostAllGather final : public StepSource {
  public:
   HostAllGather(const CollArgs& local, const topo::RankLayout& l)
       : a_(local), l_(l), esize_(dev::typeSize(local.type)),
-        // A round sends one piece of each host's block on each link: together at most one
-        // ring piece, so a channel of a few pieces never deadlocks (piece_schedule.h).
-        pieceElems_(std::max<size_t>(1, local.pieceBytes / esize_ / static_cast<size_t>(l.nhosts))),
-        rounds_((local.count + pieceElems_ - 1) / pieceElems_) {}
+        pieceElems_(std::max<size_t>(1, local.pieceBytes / esize_)),
+        piecesPerBlock_((local.count + pieceElems_ - 1) / pieceElems_),
+        units_(piecesPerBlock_ * static_cast<size_t>(l.nhosts)),
+        // A round moves at most one ring piece on each link (so a channel of a few pieces never
+        // deadlocks, piece_schedule.h): one piece of one block, or as many whole small blocks
+        // as fit, so a small op takes one round of L-1 hops and a large one full pieces.
+        unitsPerRound_(piecesPerBlock_ > 1 ? 1 : std::max<size_t>(1, pieceElems_ / std::max<size_t>(1, local.count))) {}
 
   bool next(Step* out) override {
-    if (round_ >= rounds_) return false;
-    const int n = a_.nranks, q = a_.pos(), k = step_, g = host_;
-    const size_t lo = round_ * pieceElems_;
+    if (roundStart_ >= units_) return false;
+    const size_t roundEnd = std::min(units_, roundStart_ + unitsPerRound_), unit = roundStart_ + inRound_;
+    const int n = a_.nranks, q = a_.pos(), k = step_, g = static_cast<int>(unit / piecesPerBlock_);
+    const size_t lo = (unit % piecesPerBlock_) * pieceElems_;
     const size_t bytes = std::min(pieceElems_, a_.count - lo) * esize_;
     // The output block of the rank at slot j of host g.
     auto block = [&](int j) {
@@ -38,13 +42,12 @@ class HostAllGather final : public StepSource {
     } else {
       *out = recvStep(a_, prev, block(q - k), bytes);
     }
-    // Host-minor: the H blocks of a step go out back to back, so a small reduce-scatter
-    // takes L-1 hops of latency, not H x (L-1).
-    if (++host_ == l_.nhosts) {
-      host_ = 0;
+    // The blocks of a round go out back to back at each step.
+    if (++inRound_ == roundEnd - roundStart_) {
+      inRound_ = 0;
       if (++step_ == n) {
         step_ = 0;
-        round_++;
+        roundStart_ = roundEnd;
       }
     }
     return true;
@@ -53,9 +56,9 @@ class HostAllGather final : public StepSource {
  private:
   CollArgs a_;
   const topo::RankLayout& l_;
-  size_t esize_, pieceElems_, rounds_;
-  size_t round_ = 0;
-  int step_ = 0, host_ = 0;
+  size_t esize_, pieceElems_, piecesPerBlock_, units_, unitsPerRound_;
+  size_t roundStart_ = 0, inRound_ = 0;  // the round's first unit (block g, piece), and where in it
+  int step_ = 0;
 };
 
 }  // namespace
