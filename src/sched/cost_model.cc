@@ -14,6 +14,11 @@
 //     is what NCCL_ALGO=HierRing ran at there (128 MiB best 1.23 s, of which 0.80 s on the
 //     links). This is why the tuner keeps the ring on these pods for large buffers: HierRing's
 //     host phases do not overlap its network phase, and CPU, not the link, is short here;
+//   copies at 4 GB/s at any size: COLL=all_gather MIN=256K MAX=32M ITERS=5 VARIANTS="ours:Ring
+//     ours:HierRing" (4 pods x 2, 19:59 UTC): HierRing's all-gather, whose host phase only copies,
+//     ran 109-115 ms at 32 MiB, what its link phase alone takes (105 ms), 1.12-1.16x the ring
+//     from 4 MiB; its reduce-scatter, whose host phase reduces 32 MiB of input into scratch,
+//     ran 170-207 ms against the ring's 123-125 ms (0.72x), as 0.3 GB/s reductions predict;
 //   cached intra bandwidth 4 GB/s up to 4 MiB: MIN=1M MAX=4M VARIANTS="ours:Ring
 //     ours:HierRing" (4 pods x 2): HierRing 6.5 ms at 1 MiB, 27.6 ms at 4 MiB, what its link
 //     phase alone takes (6.85, 26.5 ms): buffers that stay in cache cost the host phases little,
@@ -54,12 +59,14 @@ double pipelinedUs(double rounds, double steps, double hopUs, double onePassUs) 
 
 // All-gather and reduce-scatter: N-1 blocks of s pass each rank; HierRing moves (L-1) x H
 // blocks inside the host, then (H-1) blocks per rank across hosts, L ranks' worth per host.
-double predictGatherScatterUs(Algo algo, size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links) {
+double predictGatherScatterUs(bool reduces, Algo algo, size_t bytes, int nranks, const TopoShape& shape,
+                              const LinkCosts& links) {
   const double s = static_cast<double>(bytes), n = nranks;
   const double h = shape.hosts, l = shape.ranksPerHost > 0 ? shape.ranksPerHost : n / h;
   const double pods = std::max(1, shape.pods), hostsPerPod = h / pods;
+  // All-gather's passes copy; reduce-scatter's reduce, reading the whole input (N blocks).
   LinkCost in = links.intra;
-  if (links.intraCachedGbps > 0 && s <= links.cacheBytes) in.gbytesPerSec = links.intraCachedGbps;
+  in.gbytesPerSec = reduces ? reduceGbps(links, n * s) : copyGbps(links);
   const bool multiHost = shape.hosts > 1;
   const double hopUs = !multiHost ? in.latencyUs
                        : pods > 1 && links.podLatencyUs > 0 ? links.podLatencyUs
@@ -94,10 +101,19 @@ double predictGatherScatterUs(Algo algo, size_t bytes, int nranks, const TopoSha
 
 }  // namespace
 
+double copyGbps(const LinkCosts& links) {
+  return links.intraCachedGbps > 0 ? links.intraCachedGbps : links.intra.gbytesPerSec;
+}
+
+double reduceGbps(const LinkCosts& links, double touchedBytes) {
+  return links.intraCachedGbps > 0 && touchedBytes <= links.cacheBytes ? links.intraCachedGbps
+                                                                       : links.intra.gbytesPerSec;
+}
+
 double predictUs(OpKind kind, Algo algo, size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links) {
   if (kind == OpKind::AllReduce) return predictAllReduceUs(algo, bytes, nranks, shape, links);
   if (kind == OpKind::AllGather || kind == OpKind::ReduceScatter)
-    return predictGatherScatterUs(algo, bytes, nranks, shape, links);
+    return predictGatherScatterUs(kind == OpKind::ReduceScatter, algo, bytes, nranks, shape, links);
   return -1;
 }
 
@@ -105,8 +121,11 @@ double predictAllReduceUs(Algo algo, size_t bytes, int nranks, const TopoShape& 
   const double s = static_cast<double>(bytes), n = nranks;
   const double h = shape.hosts, l = shape.ranksPerHost > 0 ? shape.ranksPerHost : n / h;
   const double pods = std::max(1, shape.pods), hostsPerPod = h / pods;
+  // Reduce-scatter halves reduce, all-gather halves copy: a pass of b bytes of each costs
+  // b / red + b / copy, where one of a single rate costs 2b / rate.
   LinkCost in = links.intra;
-  if (links.intraCachedGbps > 0 && s <= links.cacheBytes) in.gbytesPerSec = links.intraCachedGbps;
+  const double red = reduceGbps(links, s), copy = copyGbps(links);
+  in.gbytesPerSec = 2 / (1 / red + 1 / copy);
   const bool multiHost = shape.hosts > 1;
   // A step that crosses hosts waits for the slowest level it crosses.
   const double hopUs = !multiHost ? in.latencyUs
@@ -151,7 +170,7 @@ double predictAllReduceUs(Algo algo, size_t bytes, int nranks, const TopoShape& 
       const double inside = multiHost ? std::min(rounds, std::floor(std::log2(l))) : rounds;
       const double podRounds = pods > 1 ? std::ceil(std::log2(pods)) : 0;
       const double hostRounds = std::max(0.0, rounds - inside - podRounds);
-      double t = inside * (in.latencyUs + us(s, in.gbytesPerSec));
+      double t = inside * (in.latencyUs + us(s, red));
       const double nicRound = us(l * s, std::min<double>(shape.nicsPerHost, l) * nic);
       t += hostRounds * (links.inter.latencyUs + nicRound);
       t += podRounds * (hopUs + std::max(nicRound, us(hostsPerPod * l * s, podUplink)));

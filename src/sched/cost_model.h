@@ -19,14 +19,19 @@ struct LinkCost {
 struct LinkCosts {
   LinkCost intra, inter;
   double podLatencyUs = 0;  // 0: as inter
-  // Host copies of buffers up to cacheBytes per rank stay in the CPU caches: intra bandwidth
-  // intraCachedGbps there (0: no such effect).
+  // Host reductions of buffers up to cacheBytes per rank stay in the CPU caches, and host
+  // copies stream at that rate at any size: intraCachedGbps there (0: no such effect, every
+  // pass at intra.gbytesPerSec).
   double cacheBytes = 0;
   double intraCachedGbps = 0;
 };
 
 // The figures measured on this project's pods (tests/netns), see cost_model.cc.
 const LinkCosts& measuredLinks();
+// The host's rate for a pass that copies, and for one that reduces when the buffers it
+// touches hold `touchedBytes` per rank (GB/s).
+double copyGbps(const LinkCosts& links);
+double reduceGbps(const LinkCosts& links, double touchedBytes);
 // Predicted microseconds of a collective of `bytes` per rank (the call's count x element
 // size: an all-gather's input, a reduce-scatter's output) on n ranks; negative where the
 // algorithm cannot run on this shape (HierRing needs the same number, > 1, of ranks on every

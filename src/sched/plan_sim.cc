@@ -37,8 +37,10 @@ class Sim {
   Sim(const SimCluster& c, const SimOp& op) : c_(c), op_(op), l_(c.layout), n_(static_cast<int>(l_.hostOf.size())) {
     const LinkCosts& k = c.links;
     const size_t bytes = op.count * dev::typeSize(op.type);
-    cpuGbps_ = k.intraCachedGbps > 0 && static_cast<double>(bytes) <= k.cacheBytes ? k.intraCachedGbps
-                                                                                   : k.intra.gbytesPerSec;
+    // Reductions read the op's input: a reduce-scatter's is N blocks of count.
+    const double touched = static_cast<double>(bytes) * (op.kind == OpKind::ReduceScatter ? n_ : 1);
+    copyGbps_ = copyGbps(k);
+    reduceGbps_ = reduceGbps(k, touched);
     const int hostsPerPod = std::max(1, l_.nhosts / std::max(1, l_.npods));
     podGbps_ = hostsPerPod * c.nicsPerHost * k.inter.gbytesPerSec / std::max(1.0, c.podOversub);
     nicOut_.assign(static_cast<size_t>(l_.nhosts) * c.nicsPerHost, 0);
@@ -106,7 +108,13 @@ class Sim {
 
  private:
   static uint64_t key(int from, int to) { return (static_cast<uint64_t>(from) << 32) | static_cast<uint32_t>(to); }
-  double pass(size_t bytes) const { return static_cast<double>(bytes) / (cpuGbps_ * 1e3); }
+  // One pass over a step's bytes: a reduction, or a copy.
+  double pass(const Step& s) const {
+    const bool reduces = s.kind == Step::Kind::RecvReduce || s.kind == Step::Kind::RecvReduceSend ||
+                         s.kind == Step::Kind::Accumulate || s.kind == Step::Kind::Scale ||
+                         s.kind == Step::Kind::Divide;
+    return static_cast<double>(s.bytes) / ((reduces ? reduceGbps_ : copyGbps_) * 1e3);
+  }
   static double wire(size_t bytes, double gbps) { return static_cast<double>(bytes) / (gbps * 1e3); }
   bool next(RankRun& rr) {
     while (rr.phase < rr.phases.size()) {
@@ -158,9 +166,9 @@ class Sim {
       if (!ch.msgs.empty() && ch.msgs.front().start < want) last = std::max(last, ch.msgs.front().last);
       ch.received = want;
       start = std::max(rr.clock, first);
-      end = std::max(start + pass(s.bytes), last);
+      end = std::max(start + pass(s), last);
     } else if (!sends) {
-      end = start + pass(s.bytes);  // a local copy or reduction
+      end = start + pass(s);  // a local copy or reduction
     }
     if (sends) send(r, s.sendPeer, s.bytes, start, end);
     rr.clock = end;
@@ -215,7 +223,7 @@ class Sim {
   SimOp op_;
   const topo::RankLayout& l_;
   int n_;
-  double cpuGbps_ = 1, podGbps_ = 1;
+  double copyGbps_ = 1, reduceGbps_ = 1, podGbps_ = 1;
   std::vector<double> nicOut_, nicIn_, podOut_;  // when each is free again
   std::vector<RankRun> ranks_;
   std::unordered_map<uint64_t, Chan> chans_;

@@ -4,8 +4,9 @@
 // its bytes to arrive, and messages between hosts queue on the NICs (and pod uplinks) they
 // cross. Model, per step of b bytes:
 //   * the receiving rank makes one pass over the bytes it receives (copy out of the channel,
-//     or the reduction), at the intra-host bandwidth, overlapped with their arrival; a local
-//     copy or reduction likewise; a send hands its source to the channel (no pass);
+//     or the reduction), at the host's copy or reduction rate (cost_model.h: copyGbps,
+//     reduceGbps), overlapped with their arrival; a local copy or reduction likewise; a send
+//     hands its source to the channel (no pass);
 //   * a message inside a host arrives the intra-host latency after the sender started it,
 //     streaming at the sender's pace;
 //   * a message between hosts leaves through the sending rank's NIC (rank's slot on its host

@@ -138,8 +138,12 @@ TEST(PlanSim, AgreesWithTheCostModelsClearChoices) {
        Algo::HierRing},
       {"reduce-scatter 1 MiB per rank, 16 hosts x 8, 8 NICs", 16, 8, 8, nvlinkHosts, OpKind::ReduceScatter,
        1 << 20, Algo::HierRing},
+      // On the measured pods copies are cheap and large reductions are not: HierRing's
+      // all-gather (a host phase of copies) wins, its reduce-scatter (of reductions) loses.
       {"all-gather 8 MiB per rank, 4 hosts x 2, measured links", 4, 2, 1, measuredLinks(), OpKind::AllGather,
-       8 << 20, Algo::Ring},
+       8 << 20, Algo::HierRing},
+      {"reduce-scatter 8 MiB per rank, 4 hosts x 2, measured links", 4, 2, 1, measuredLinks(),
+       OpKind::ReduceScatter, 8 << 20, Algo::Ring},
   };
   for (const Case& k : cases) {
     const SimCluster c = cluster(k.hosts, k.perHost, false, k.links, k.nics);

@@ -47,6 +47,28 @@ TEST(TunerAcrossHosts, NcclAlgoStillDecides) {
   EXPECT_NE(pick(8, 4, 0, "HierRing"), Algo::HierRing);
 }
 
+Algo pickFor(OpKind kind, size_t bytes, int hosts, int perHost, const char* algo = "", std::string* why = nullptr) {
+  AlgoPolicy policy;
+  EXPECT_EQ(parseAlgoPolicy(algo, &policy), ncclSuccess);
+  TopoShape shape{hosts, perHost};
+  return chooseAlgo(policy, kind, bytes, hosts * perHost, 0, false, &shape, why);
+}
+
+TEST(TunerAcrossHosts, AllGatherAndReduceScatterTakeHierRingWhereTheModelFindsItCheaper) {
+  // Measured pods (perf/pods_topo_bench.sh COLL=...): HierRing's all-gather, whose host phase
+  // only copies, ran 1.12-1.16x the ring from 4 MiB; its reduce-scatter, whose host phase
+  // reduces the whole input, 0.72x at 32 MiB.
+  std::string why;
+  EXPECT_EQ(pickFor(OpKind::AllGather, 4 << 20, 4, 2, "", &why), Algo::HierRing);
+  EXPECT_NE(why.find("cost model, 4 hosts x 2 ranks: Ring"), std::string::npos) << why;
+  EXPECT_EQ(pickFor(OpKind::ReduceScatter, 4 << 20, 4, 2), Algo::Ring);
+  // NCCL_ALGO still decides, and HierRing needs several ranks on every host.
+  EXPECT_EQ(pickFor(OpKind::AllGather, 4 << 20, 4, 2, "Ring"), Algo::Ring);
+  EXPECT_EQ(pickFor(OpKind::ReduceScatter, 4 << 20, 4, 2, "HierRing"), Algo::HierRing);
+  EXPECT_EQ(pickFor(OpKind::AllGather, 4 << 20, 8, 1, "HierRing"), Algo::Ring);
+  EXPECT_EQ(pickFor(OpKind::AllGather, 4 << 20, 1, 8), Algo::Ring);
+}
+
 TEST(CostModel, HierarchicalBeatsTheRingOnlyWhereHostsHoldSeveralRanks) {
   // With host copies cheap against the link, 2(H-1)/H x S on each host link beats the ring's
   // 2(N-1)/N x S (4 x 2: 1.5 S against 1.75 S).
