@@ -77,15 +77,18 @@ class Sim {
       RankRun& rr = ranks_[r];
       rr.clock = std::max(rr.clock, t);
       double later = 0;
-      if (!advance(r, &later)) {
+      const bool ran = advance(r, &later);
+      // Every step drawn counts, empty ones too: a ring of 65,536 ranks draws 2N-1 a round
+      // on each rank even where only a few carry bytes.
+      if (res_.steps > maxSteps) {
+        res_.error = "more than " + std::to_string(maxSteps) + " steps";
+        return res_;
+      }
+      if (!ran) {
         // Its bytes are sent but arrive later: run the step then, so that every link serves
         // its messages in the order of their start times.
         if (later > 0) ready_.push({later, r});
         continue;  // otherwise it waits for bytes not sent yet; the sender wakes it
-      }
-      if (++res_.steps > maxSteps) {
-        res_.error = "more than " + std::to_string(maxSteps) + " steps";
-        return res_;
       }
       if (!ranks_[r].done) ready_.push({ranks_[r].clock, r});
     }
@@ -118,7 +121,10 @@ class Sim {
   static double wire(size_t bytes, double gbps) { return static_cast<double>(bytes) / (gbps * 1e3); }
   bool next(RankRun& rr) {
     while (rr.phase < rr.phases.size()) {
-      if (rr.phases[rr.phase]->next(&rr.cur)) return true;
+      if (rr.phases[rr.phase]->next(&rr.cur)) {
+        res_.steps++;
+        return true;
+      }
       rr.phase++;
     }
     return false;

@@ -49,7 +49,7 @@ struct SimResult {
   bool ok = false;
   std::string error;  // when !ok: a deadlock, bytes left in a channel, or the step budget spent
   double us = 0;      // when the last rank finished its last step
-  uint64_t steps = 0;
+  uint64_t steps = 0;  // steps drawn from the plans, empty ones (which lanes skip) included
   std::vector<uint64_t> hostSent, hostRecv;  // bytes each host sent/received through its NICs
   std::vector<uint64_t> podSent;             // bytes each pod sent through its uplink
   uint64_t intraBytes = 0;                   // bytes moved between ranks of one host
