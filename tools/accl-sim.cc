@@ -228,6 +228,21 @@ int main(int argc, char** argv) {
     print(r);
     return r;
   };
+  // The tuner's rule (chooseAlgo's), with the cost model priced at these links across hosts.
+  auto tunerPick = [&](const Coll& coll, size_t bytes) {
+    const uint8_t allowed =
+        policy.allowed[coll.policyIndex] & (accl::kAlgoRing | accl::kAlgoTree | accl::kAlgoHierRing);
+    const bool blocks = coll.kind == OpKind::AllGather || coll.kind == OpKind::ReduceScatter;
+    const bool both = (allowed & accl::kAlgoRing) && (allowed & accl::kAlgoHierRing);
+    Algo a;
+    if (shape.hosts > 1 && coll.kind == OpKind::AllReduce)
+      a = accl::cheapestAlgo(coll.kind, allowed, bytes, nranks, shape, links);
+    else if (shape.hosts > 1 && blocks && perHost > 1 && both)
+      a = accl::cheapestAlgo(coll.kind, accl::kAlgoRing | accl::kAlgoHierRing, bytes, nranks, shape, links);
+    else
+      a = accl::chooseAlgo(policy, coll.kind, bytes, nranks, 0, false, &shape);
+    return hasPlan(coll.kind, a) ? a : Algo::Ring;
+  };
   bool modelOnly = false;
   for (const Coll* coll : chosen) {
     for (int i = 0; i < 3; i++) {
@@ -238,20 +253,13 @@ int main(int argc, char** argv) {
         continue;
       }
       header(std::string(coll->name) + ", NCCL_ALGO=" + accl::algoName(all[i]));
-      for (size_t b = minBytes; b <= maxBytes; b *= factor) modelOnly |= !row(*coll, all[i], b, accl::algoName(all[i])).simulated;
+      for (size_t b = minBytes; b <= maxBytes; b *= factor)
+        modelOnly |= !row(*coll, all[i], b, accl::algoName(all[i])).simulated;
     }
     header(std::string(coll->name) + ", the tuner's choice (and where the plans run here find another faster)");
     for (size_t b = minBytes; b <= maxBytes; b *= factor) {
-      // The tuner's rule (chooseAlgo's), with the cost model priced at these links across hosts.
-      const bool byModel = shape.hosts > 1 && (coll->kind == OpKind::AllReduce ||
-                                               ((coll->kind == OpKind::AllGather || coll->kind == OpKind::ReduceScatter) &&
-                                                perHost > 1 && (policy.allowed[coll->policyIndex] & accl::kAlgoRing) &&
-                                                (policy.allowed[coll->policyIndex] & accl::kAlgoHierRing)));
-      const uint8_t allowed = policy.allowed[coll->policyIndex] & (accl::kAlgoRing | accl::kAlgoTree | accl::kAlgoHierRing);
       const size_t bytes = perRank(*coll, b);
-      Algo a = byModel ? accl::cheapestAlgo(coll->kind, allowed, bytes, nranks, shape, links)
-                       : accl::chooseAlgo(policy, coll->kind, bytes, nranks, 0, false, &shape);
-      if (!hasPlan(coll->kind, a)) a = Algo::Ring;
+      const Algo a = tunerPick(*coll, bytes);
       const Row picked = row(*coll, a, b, std::string("auto:") + accl::algoName(a));
       // The fastest plan among those the tuner could have picked.
       std::string faster;

@@ -94,7 +94,8 @@ class Sim {
     }
     for (int r = 0; r < n_; r++) {
       if (!ranks_[r].done) {
-        res_.error = "deadlock: rank " + std::to_string(r) + " waits for rank " + std::to_string(ranks_[r].cur.recvPeer);
+        res_.error =
+            "deadlock: rank " + std::to_string(r) + " waits for rank " + std::to_string(ranks_[r].cur.recvPeer);
         return res_;
       }
       res_.us = std::max(res_.us, ranks_[r].clock);

@@ -273,7 +273,8 @@ TEST(HierarchicalAllGather, IsExactAndEachHostSendsHMinusOneTimesItsRanksBlocks)
       for (int r = 0; r < n; r++)
         for (int q = 0; q < n; q++)
           for (size_t i = 0; i < count; i++)
-            ASSERT_EQ(out[r][q * count + i], in[q][i]) << p.name << " rank " << r << " block " << q << " count " << count;
+            ASSERT_EQ(out[r][q * count + i], in[q][i])
+                << p.name << " rank " << r << " block " << q << " count " << count;
       if (count * 4 % 64 != 0) continue;
       // Each of the host's ranks receives the blocks of its peers on the other hosts, once.
       for (uint64_t e : hostEgress(l, sent)) EXPECT_EQ(e, uint64_t(hosts - 1) * perHost * count * 4) << p.name;
@@ -306,9 +307,8 @@ TEST(HierarchicalReduceScatter, IsExactAndEachHostSendsHMinusOneTimesItsRanksBlo
         std::vector<std::vector<char>> scratch(n);
         auto hier = [&](Lane& lane, const CollArgs& a) {
           CollArgs b = a;
-          if (inPlace) {  // NCCL's in-place reduce-scatter: the output is the rank's block of the input
-            b.dst = const_cast<char*>(b.src) + static_cast<size_t>(b.rank) * count * 4;
-          }
+          // NCCL's in-place reduce-scatter: the output is the rank's block of the input.
+          if (inPlace) b.dst = const_cast<char*>(b.src) + static_cast<size_t>(b.rank) * count * 4;
           scratch[b.rank].assign(count * 4 * l.nhosts, 0);
           for (auto& phase : makeHierarchicalReduceScatter(b, l, scratch[b.rank].data())) lane.add(std::move(phase));
         };
