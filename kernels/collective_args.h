@@ -39,6 +39,9 @@ struct MailboxHeader {
   uint64_t folded[kChannels];
   uint64_t sentChunks[kMailboxRanks];
   uint64_t error;                               // non-zero: a kernel of this rank gave up (abort)
+  // Set by rank r (non-zero) once it has unmapped this mailbox at ncclCommDestroy: the owner
+  // frees it only then (freeing exported memory a peer still has open is undefined behaviour).
+  uint64_t closedBy[kMailboxRanks];
 };
 constexpr size_t kMailboxHeaderBytes = 4096;
 static_assert(sizeof(MailboxHeader) <= kMailboxHeaderBytes, "mailbox header");

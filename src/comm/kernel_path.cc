@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstddef>
 #include <cstring>
 #include "base/check.h"
 #include "base/log.h"
@@ -65,10 +66,41 @@ ncclResult_t refuseGateModelUnderOneQueue(const Comm* c, const std::string& why)
 KernelPath::~KernelPath() {
   stopWatching_ = true;
   if (watcher_.joinable()) watcher_.join();
-  opened_.clear();  // unmap the peers' mailboxes first
-  // After an abort a kernel of a peer process may still be reading ours: the device frees it
-  // once its streams let it go (deferred_release.h).
-  if (own_.get() && abortHost_ && *abortHost_ != 0) dev::releaseLater(backend_, std::move(own_));
+  const bool aborted = abortHost_ && *abortHost_ != 0;
+  // Tell every other process we are done with its mailbox, then unmap them.
+  if (!aborted)
+    for (const auto& [r, pid] : otherProcesses_)
+      backend_->fillDevice(base_[r] + offsetof(kern::MailboxHeader, closedBy) + rank_ * sizeof(uint64_t), 1,
+                           sizeof(uint64_t));
+  opened_.clear();
+  if (own_.get() == nullptr) return;
+  if (aborted) {
+    // A kernel of a peer process may still be reading ours: the device frees it once its
+    // streams let it go (deferred_release.h).
+    dev::releaseLater(backend_, std::move(own_));
+    return;
+  }
+  // Ours is freed once every process that mapped it has said it unmapped it (or has exited):
+  // freeing exported memory that another process still has open is undefined behaviour.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    uint64_t closed[kern::kMailboxRanks] = {};
+    if (backend_->readDevice(closed, own_.get() + offsetof(kern::MailboxHeader, closedBy), sizeof(closed)) !=
+        ncclSuccess)
+      break;
+    bool all = true;
+    for (const auto& [r, pid] : otherProcesses_)
+      all = all && (closed[r] != 0 || (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH));
+    if (all) return;  // own_ is freed now
+    if (std::chrono::steady_clock::now() >= deadline) {
+      INFO(kSubsysInit, "rank %d: a peer process still maps this rank's collective mailbox 10 s after "
+           "ncclCommDestroy (has it not destroyed its communicator?): its %zu bytes are left allocated",
+           rank_, kern::mailboxBytes(nranks_));
+      new dev::Buffer(std::move(own_));  // deliberately never freed
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 void KernelPath::watchPeerProcesses(Comm* c) {
@@ -234,6 +266,8 @@ ncclResult_t setUpKernelPath(Comm* c) {
       kp->base_[r] = reinterpret_cast<char*>(recs[r].addr);
       continue;
     }
+    // The pid only where it names the process here (same pid namespace); 0: cannot tell.
+    kp->otherProcesses_.push_back({r, recs[r].pidNs == me.pidNs ? recs[r].pid : 0});
     dev::Buffer b;
     if (c->backend->openShared(recs[r].handle, &b) != ncclSuccess) {
       WARN("rank %d: cannot map the collective mailbox of %s (CUDA IPC)", c->rank, c->describePeer(r).c_str());

@@ -49,6 +49,7 @@ class KernelPath {
   dev::Buffer own_;                   // this rank's mailbox (exported)
   std::vector<dev::Buffer> opened_;   // other processes' mailboxes, mapped here
   char* base_[kern::kMailboxRanks] = {};
+  std::vector<std::pair<int, int>> otherProcesses_;  // rank, pid (0: another pid namespace): they map ours
   dev::Buffer abortWord_;             // mapped host memory
   uint64_t* abortHost_ = nullptr;  // [0]: abort; [1..]: the kernels' report (kern::ReportWord)
   const uint64_t* abortDevice_ = nullptr;

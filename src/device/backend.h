@@ -110,6 +110,16 @@ class Backend {
   // fold counters in its own mailbox and queues one launch of the kernel for (type, op) with
   // args.ntasks blocks on s (a Device stream), from the calling thread, at call time.
   virtual bool runsCollectiveKernels() const { return false; }
+  // Device memory (this device's, or a peer's mapped with openShared): set `bytes` to `value`,
+  // or copy them to the host; on the backend's own stream, waited for. For set-up and teardown.
+  virtual ncclResult_t fillDevice(void* p, unsigned char value, size_t bytes) {
+    (void)p, (void)value, (void)bytes;
+    return ncclInvalidUsage;
+  }
+  virtual ncclResult_t readDevice(void* host, const void* p, size_t bytes) {
+    (void)host, (void)p, (void)bytes;
+    return ncclInvalidUsage;
+  }
   // Whether this device's kernels can reach memory of the device with PCI bus id `busId` (the
   // same device, or a peer with access, which is enabled here for `sameProcess` peers; other
   // processes' memory is opened with peer access). false with *why when not.

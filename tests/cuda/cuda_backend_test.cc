@@ -819,6 +819,31 @@ TEST(CudaIpc, P2pDisableFallsBackToSharedMemory) {
   EXPECT_EQ(0, occurrences(log, "via CUDA IPC")) << log;
 }
 
+// Processes on one device leaving at different times: a mailbox is freed only once every other
+// process has unmapped it (the fake counts frees of memory another process still has open).
+TEST(CudaIpc, AMailboxIsFreedOnlyAfterEveryProcessThatMappedItHasLetItGo) {
+  if (const accl_test::ChildRole* role = accl_test::childRole()) {
+    CHILD_RANK(*role, d, comm);
+    const size_t count = 5000;
+    CUdeviceptr buf = 0;
+    ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf, count * 4));
+    ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), count,
+                                         ncclFloat32, ncclSum, comm, nullptr));
+    ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(nullptr));
+    // Rank 0 leaves first, the others 300 ms later.
+    if (role->rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_EQ(ncclSuccess, ncclCommDestroy(comm));
+    if (fakeCudaFreesWhileOpen) {
+      EXPECT_EQ(0ull, fakeCudaFreesWhileOpen()) << "rank " << role->rank << " freed memory another process had open";
+    }
+    d->memFree(buf);
+    return;
+  }
+  REQUIRE_DRIVER(d);
+  auto r = accl_test::runChildProcesses(3, true, 0, {}, 120);
+  EXPECT_TRUE(r.ok) << r.report;
+}
+
 // Processes on one device: the handle is opened with cuIpcOpenMemHandle in the other process.
 TEST(CudaIpc, ProcessesOnOneDeviceRunCollectivesAsKernelsThroughIpcMailboxes) {
   if (const accl_test::ChildRole* role = accl_test::childRole()) {

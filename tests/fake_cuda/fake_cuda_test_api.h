@@ -22,6 +22,8 @@ unsigned long long fakeCudaFunctionLookups(void) __attribute__((weak));  // cuMo
 int fakeCudaPeek(void* dst, unsigned long long src, size_t bytes) __attribute__((weak));
 // Host memory registered with cuMemHostRegister now, in bytes.
 unsigned long long fakeCudaRegisteredHostBytes(void) __attribute__((weak));
+// cuMemFree of an exported allocation while another process still had it open (CUDA IPC).
+unsigned long long fakeCudaFreesWhileOpen(void) __attribute__((weak));
 // 1 when p lies in device memory (allocated here or IPC-imported), else 0.
 int fakeCudaIsDevicePointer(const void* p) __attribute__((weak));
 }

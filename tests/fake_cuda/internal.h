@@ -64,6 +64,8 @@ struct ExportSlot {
 };
 // Bytes of host memory registered now (cuMemHostRegister, not yet unregistered).
 size_t registeredHostBytes();
+// cuMemFree calls of an exported allocation that another process still had open.
+unsigned long long freesWhileOpen();
 struct Range {
   MemKind kind = MemKind::None;
   uintptr_t base = 0;  // the address the program sees

@@ -139,6 +139,12 @@ CUresult deviceAlloc(Context* ctx, size_t bytes, bool streamOrdered, uintptr_t* 
   return CUDA_SUCCESS;
 }
 
+namespace {
+std::atomic<unsigned long long> gFreesWhileOpen{0};
+}
+
+unsigned long long freesWhileOpen() { return gFreesWhileOpen.load(); }
+
 CUresult deviceFree(uintptr_t base) {
   Memory& m = memory();
   std::unique_lock<std::shared_mutex> g(m.mu);
@@ -146,7 +152,7 @@ CUresult deviceFree(uintptr_t base) {
   if (it == m.ranges.end() || it->second.kind != MemKind::Device) return CUDA_ERROR_INVALID_VALUE;
   if (ExportSlot* slot = it->second.exportSlot) {
     slot->alive.store(0);
-    if (const int opens = slot->opens.load(); opens > 0)
+    if (const int opens = slot->opens.load(); opens > 0 && ++gFreesWhileOpen)
       report("cuMemFree(0x%lx): %d other process(es) still have this allocation open through CUDA IPC "
              "(cuIpcOpenMemHandle): undefined behaviour on a GPU; their later device accesses to it fault here",
              base, opens);

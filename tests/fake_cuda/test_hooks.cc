@@ -54,6 +54,8 @@ FAKE_CUDA_API int fakeCudaPeek(void* dst, unsigned long long src, size_t bytes) 
 
 FAKE_CUDA_API unsigned long long fakeCudaRegisteredHostBytes(void) { return registeredHostBytes(); }
 
+FAKE_CUDA_API unsigned long long fakeCudaFreesWhileOpen(void) { return freesWhileOpen(); }
+
 FAKE_CUDA_API int fakeCudaIsDevicePointer(const void* p) {
   MemKind k = findRange(reinterpret_cast<uintptr_t>(p)).kind;
   return k == MemKind::Device || k == MemKind::Imported;

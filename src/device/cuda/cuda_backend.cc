@@ -168,6 +168,23 @@ class CudaBackend final : public Backend {
 
   bool runsCollectiveKernels() const override { return true; }
 
+  ncclResult_t fillDevice(void* p, unsigned char value, size_t bytes) override {
+    ContextScope scope(api_, dev_.context());
+    RelaxedCapture relaxed(api_);
+    CUresult r = api_.memsetD8Async(reinterpret_cast<CUdeviceptr>(p), value, bytes, inner_);
+    if (r == kSuccess) r = api_.streamSynchronize(inner_);
+    return r == kSuccess ? ncclSuccess : ncclUnhandledCudaError;
+  }
+
+  ncclResult_t readDevice(void* host, const void* p, size_t bytes) override {
+    ContextScope scope(api_, dev_.context());
+    RelaxedCapture relaxed(api_);
+    CUresult r = api_.memcpyAsync(reinterpret_cast<CUdeviceptr>(host), reinterpret_cast<CUdeviceptr>(p), bytes,
+                                  inner_);
+    if (r == kSuccess) r = api_.streamSynchronize(inner_);
+    return r == kSuccess ? ncclSuccess : ncclUnhandledCudaError;
+  }
+
   std::function<bool()> completionProbe(const StreamRef& s) override {
     if (streamCapturing(s)) return [] { return true; };
     ContextScope scope(api_, dev_.context());
