@@ -9,6 +9,7 @@
 #include <vector>
 #include "bootstrap/bootstrap.h"
 #include "comm/config.h"
+#include "comm/realign_mailbox.h"
 #include "device/backend.h"
 #include "net/socket.h"
 #include "coll/algo_policy.h"
@@ -85,6 +86,15 @@ class Comm {
   std::atomic<int> inFlight{0};
   // Collective calls issued so far: each call's stamp carries its number (sched/call_stamp.h).
   std::atomic<uint32_t> callSeq{0};
+  // Notes of a realignment after mismatched calls (sched/realign.h), filled by the status server.
+  RealignMailbox realign;
+  // [peer]: a later call's stamp this rank read in a call that then failed (sched/realign.h);
+  // the next call's check takes it from here. Empty until the first one.
+  struct StampPushback {
+    bool held = false;
+    unsigned char bytes[32] = {};
+  };
+  std::vector<StampPushback> stampPushback;
 
   std::mutex redOpMu;
   std::vector<RedOpEntry> redOps;  // handle = ncclNumOps + index

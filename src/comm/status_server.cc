@@ -41,7 +41,14 @@ struct Pending {
   Query query;
   size_t got;
   Clock::time_point deadline;
+  std::vector<char> note;  // a realignment note's body (comm/realign_mailbox.h), once its header is in
+  size_t noteGot = 0;
 };
+static_assert(sizeof(Query) == sizeof(RealignWireHeader));
+// Notes for more ranks than this are not read (a stray cannot make us allocate much).
+constexpr uint32_t kMaxNoteRanks = 1 << 16;
+// Notes kept for communicators that are not registered yet.
+constexpr size_t kMaxEarlyNotes = 64;
 
 struct Key {
   uint64_t nonce;
@@ -57,6 +64,7 @@ class Server {
     if (started_ && pid_ == getpid()) return ncclSuccess;
     pid_ = getpid();
     comms_.clear();
+    early_.clear();
     topo::NetIf nif;
     NCCLCHECK(topo::selectBootstrapInterface(&nif));
     NCCLCHECK(net::listenOn(nif.addr, &listener_, &addr_));
@@ -76,6 +84,11 @@ class Server {
   void add(Comm* c) {
     std::lock_guard<std::mutex> lk(mu_);
     comms_[{c->nonce, c->rank}] = c;
+    for (size_t i = early_.size(); i-- > 0;) {
+      if (early_[i].header.nonce != c->nonce || early_[i].header.toRank != c->rank) continue;
+      deliver(*c, early_[i].header, early_[i].note);
+      early_.erase(early_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
   }
   void remove(Comm* c) {
     std::lock_guard<std::mutex> lk(mu_);
@@ -119,12 +132,13 @@ class Server {
         pending->erase(pending->begin());
       }
       pending->push_back(Pending{net::Socket(fd), Query{}, 0,
-                                 Clock::now() + std::chrono::milliseconds(kQueryDeadlineMs)});
+                                 Clock::now() + std::chrono::milliseconds(kQueryDeadlineMs), {}, 0});
     }
   }
 
   // Reads what arrived; answers a complete query. True when the connection is finished.
   bool readSome(Pending& p) {
+    if (p.got == sizeof(p.query)) return readNote(p);
     char* dst = reinterpret_cast<char*>(&p.query) + p.got;
     ssize_t n = ::recv(p.sock.fd(), dst, sizeof(p.query) - p.got, MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
@@ -132,6 +146,45 @@ class Server {
     p.got += static_cast<size_t>(n);
     if (p.got < sizeof(p.query)) return false;
     if (p.query.magic == kStatusMagic) answer(p);
+    if (p.query.magic != kRealignNoteMagic) return true;
+    RealignWireHeader h;
+    std::memcpy(&h, &p.query, sizeof(h));
+    if (h.nranks == 0 || h.nranks > kMaxNoteRanks) return true;
+    p.note.resize(realignBodyBytes(h.nranks));
+    return readNote(p);
+  }
+
+  // Puts a realignment note in its communicator's mailbox (mu_ held) and wakes the rank.
+  static void deliver(Comm& c, const RealignWireHeader& h, const RealignNote& note) {
+    if (c.bootstrap == nullptr || c.bootstrap->magic() != h.commMagic || static_cast<uint32_t>(c.nranks) != h.nranks)
+      return;
+    if (c.realign.deposit(note, c.nranks)) {
+      ringDoorbell(c.bell());  // its executor may sleep in a transport wait
+      if (c.board.ownBell) ringDoorbell(c.board.ownBell);
+    }
+  }
+
+  // The body of a realignment note; delivered to its communicator once complete.
+  bool readNote(Pending& p) {
+    ssize_t n = ::recv(p.sock.fd(), p.note.data() + p.noteGot, p.note.size() - p.noteGot, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+    if (n <= 0) return true;
+    p.noteGot += static_cast<size_t>(n);
+    if (p.noteGot < p.note.size()) return false;
+    RealignWireHeader h;
+    std::memcpy(&h, &p.query, sizeof(h));
+    RealignNote note;
+    if (!decodeRealignBody(p.note.data(), p.note.size(), h.nranks, &note)) return true;
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = comms_.find({h.nonce, h.toRank});
+    if (it == comms_.end()) {
+      // Its rank may still be finishing init (it registers last) while the others already
+      // run calls: kept for it, a few at most.
+      if (early_.size() >= kMaxEarlyNotes) early_.erase(early_.begin());
+      early_.push_back({h, std::move(note)});
+      return true;
+    }
+    deliver(*it->second, h, note);
     return true;
   }
 
@@ -169,6 +222,11 @@ class Server {
   net::Socket listener_;
   net::SockAddr addr_;
   std::map<Key, Comm*> comms_;
+  struct EarlyNote {
+    RealignWireHeader header;
+    RealignNote note;
+  };
+  std::vector<EarlyNote> early_;  // realignment notes for a communicator not registered yet
 };
 
 Server& server() {
@@ -186,6 +244,18 @@ ncclResult_t statusServerAddress(const topo::CpuMask& cpus, net::SockAddr* out) 
 
 void statusRegister(Comm* comm) { server().add(comm); }
 void statusUnregister(Comm* comm) { server().remove(comm); }
+
+ncclResult_t sendRealignNote(Comm& c, int peer, const RealignNote& note, int budgetMs) {
+  const std::string bytes = encodeRealignNote(note, c.bootstrap ? c.bootstrap->magic() : 0, c.nonce, peer);
+  net::Socket s;
+  std::string why;
+  if (net::connectWithin(c.peers[peer].statusAddr, &s, budgetMs, &why) != ncclSuccess) {
+    WARN("rank %d: cannot reach %s to realign the connections after mismatched calls: %s", c.rank,
+         c.describePeer(peer).c_str(), why.c_str());
+    return ncclRemoteError;
+  }
+  return net::sendAll(s, bytes.data(), bytes.size(), "realignment note", nullptr, budgetMs);
+}
 
 std::string statusLine(Comm& c) {
   uint64_t issued = c.issueTicket.load(), done = c.doneTicket.load();

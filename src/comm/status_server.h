@@ -12,12 +12,17 @@
 namespace accl {
 
 class Comm;
+struct RealignNote;
 
 // Starts the process's server on the bootstrap interface (once) and returns its address.
 // `cpus`: where its thread runs (the first communicator's helper CPUs).
 ncclResult_t statusServerAddress(const topo::CpuMask& cpus, net::SockAddr* out);
 void statusRegister(Comm* comm);
 void statusUnregister(Comm* comm);
+
+// Sends `note` (comm/realign_mailbox.h) to `peer`'s status server, which puts it in the
+// peer's mailbox and wakes the peer. Fails (WARNed) when the peer cannot be reached.
+ncclResult_t sendRealignNote(Comm& c, int peer, const RealignNote& note, int budgetMs);
 
 // This rank's one-line status (ops issued/completed, and what it waits for if blocked).
 std::string statusLine(Comm& comm);

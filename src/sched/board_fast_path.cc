@@ -9,6 +9,7 @@
 #include "sched/direct_wait.h"
 #include "sched/group.h"
 #include "sched/planner.h"
+#include "sched/realign.h"
 #include "sched/tuner.h"
 #include "sched/work.h"
 
@@ -27,8 +28,8 @@ bool qualifies(const OpDesc& op, const Comm& c, size_t bytes) {
   if ((op.kind != OpKind::AllReduce && op.kind != OpKind::AllGather) || op.preMul || c.nranks < 2) return false;
   if (!c.board.available(bytes) || bytes == 0 || !c.backend->hostBuffers() || traceEnabled()) return false;
   if (c.abortFlag.load(std::memory_order_relaxed) || c.revoked.load(std::memory_order_relaxed) ||
-      c.asyncError.load(std::memory_order_relaxed) != ncclSuccess)
-    return false;  // the executor reports why the op cannot run
+      c.asyncError.load(std::memory_order_relaxed) != ncclSuccess || c.realign.wanted())
+    return false;  // the executor reports why the op cannot run (or joins the realignment)
   // The same choice as the planner's (sched/planner.cc), in-place reads and slices excepted:
   // those need the executor's second synchronisation.
   return chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks, c.board.capacity, c.board.peersReadable) ==
@@ -56,14 +57,31 @@ class BoardDirectOp {
       }
       const bool all = waitForPosts(c, budgetUsec);
       if (mismatch_ >= 0) {
-        // Nothing of the peer's post was used; the communicator fails (its peers stop waiting).
-        failMismatch(c, op_.stamp, mismatch_, c.board.slots[seq_ & 1][mismatch_]->stamp,
-                     "posted on the shared-memory board by");
+        // Nothing of the peer's post was used. The call fails on every rank in it; the
+        // realignment (sched/realign.h) keeps the communicator usable.
+        ncclResult_t res = failMismatch(c, op_.stamp, mismatch_, c.board.slots[seq_ & 1][mismatch_]->stamp,
+                                        "posted on the shared-memory board by");
+        if (c.realign.wanted()) {
+          RealignSite site;
+          site.firstOrder = site.lastOrder = stampOrder(op_.stamp);
+          site.boardAtStart = seq_ - 1;
+          site.started = true;
+          site.current = &op_.stamp;
+          RealignOutcome out;
+          ncclResult_t rr = realignConnections(c, site, &out);
+          if (rr != ncclSuccess) res = rr;
+          else if (out != RealignOutcome::CallFails) {
+            c.fail(ncclInvalidUsage, -1);
+            WARN("rank %d: mismatched calls on the shared-memory board that the realignment could not place; the "
+                 "communicator failed: destroy it and create a new one",
+                 c.rank);
+          }
+        }
         c.inFlight.fetch_sub(1);
         c.doneTicket.store(ticket_ + 1, std::memory_order_release);
         ringDoorbell(c.bell());
         *done = true;
-        return ncclInvalidUsage;
+        return res;
       }
       if (all) {
         finish(c);
@@ -144,6 +162,7 @@ class BoardDirectOp {
       w->ticket = ticket_;
       INFO(kSubsysColl, "rank %d: %s of %zu bytes handed to the executor (%s)", op_.comm->rank, opKindName(op_.kind),
            fold().len, seq_ == 0 ? "the communicator was busy" : "waiting for a late rank");
+      if (seq_ != 0) w->boardAtStart = seq_ - 1;  // the direct call posted already
       if (seq_ != 0)
         for (auto& phase : w->phases)
           for (Lane& lane : phase) lane.resumeBoardStep(seq_, next_);

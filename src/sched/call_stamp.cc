@@ -1,5 +1,6 @@
 #include "sched/call_stamp.h"
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include "base/check.h"
 #include "base/param.h"
@@ -52,12 +53,30 @@ std::string describeStamp(const CallStamp& s) {
 }
 
 ncclResult_t failMismatch(Comm& c, const CallStamp& mine, int peer, const CallStamp& theirs, const char* where) {
-  // Failed first: the WARN below is then the text ncclGetLastError returns.
-  c.fail(ncclInvalidUsage, -1);
-  WARN("rank %d: mismatched calls: this rank is in %s but the data %s rank %d is for %s; the call fails and the "
-       "communicator with it (ACCL_CHECK_MISMATCH=0 turns this check off)",
-       c.rank, describeStamp(mine).c_str(), where, peer, describeStamp(theirs).c_str());
+  if (theirs.magic != kCallStampMagic) {
+    // Without a stamp nothing says where the peer's bytes end: the streams cannot be realigned.
+    c.fail(ncclInvalidUsage, -1);
+    WARN("rank %d: mismatched calls: this rank is in %s but the data %s rank %d is for %s; the call fails and the "
+         "communicator with it: destroy it and create a new one (ACCL_CHECK_MISMATCH=0 turns this check off)",
+         c.rank, describeStamp(mine).c_str(), where, peer, describeStamp(theirs).c_str());
+    return ncclInvalidUsage;
+  }
+  char text[400];
+  snprintf(text, sizeof(text), "rank %d is in %s but the data %s rank %d is for %s", c.rank,
+           describeStamp(mine).c_str(), where, peer, describeStamp(theirs).c_str());
+  WARN("rank %d: mismatched calls: %s; the call fails on every rank in it and the communicator stays usable "
+       "(ACCL_CHECK_MISMATCH=0 turns this check off)",
+       c.rank, text);
+  c.realign.request(std::min(stampOrder(mine), stampOrder(theirs)), text);
   return ncclInvalidUsage;
+}
+
+void noteStaleStamp(Comm& c, const CallStamp& mine, int peer, const CallStamp& theirs, const char* where) {
+  char text[400];
+  snprintf(text, sizeof(text), "rank %d, in %s, found data %s rank %d for %s, which no call of this rank read",
+           c.rank, describeStamp(mine).c_str(), where, peer, describeStamp(theirs).c_str());
+  INFO(kSubsysColl, "rank %d: mismatched calls: %s", c.rank, text);
+  c.realign.request(stampOrder(theirs), text);
 }
 
 StampGate::Peer& StampGate::peer(int rank) {
@@ -70,6 +89,10 @@ StampGate::Peer& StampGate::peer(int rank) {
 
 ncclResult_t StampGate::send(SendChannel* ch, int rank, bool* ready) {
   Peer& p = peer(rank);
+  if (p.sent == 0 && firstSentAt(rank) == ~uint64_t(0)) {
+    if (firstSent_.empty()) firstSent_.reserve(4);
+    firstSent_.emplace_back(rank, ch->position());
+  }
   while (p.sent < kStampWireBytes) {
     void* buf;
     size_t avail;
@@ -91,9 +114,20 @@ ncclResult_t StampGate::send(SendChannel* ch, int rank, bool* ready) {
 
 ncclResult_t StampGate::recv(Comm& c, RecvChannel* ch, int rank, bool* ready) {
   Peer& p = peer(rank);
+  if (p.bad) return ncclInvalidUsage;  // WARNed when it was read
+  if (p.stale) {
+    *ready = false;  // until the realignment (sched/realign.h) forgets it
+    return ncclSuccess;
+  }
   if (p.got == kStampWireBytes) {
     *ready = true;
     return ncclSuccess;
+  }
+  if (p.got == 0 && !c.stampPushback.empty() && c.stampPushback[rank].held) {
+    // Read by a call that failed on it (sched/realign.h): this one is next in the stream.
+    std::memcpy(p.in, c.stampPushback[rank].bytes, kStampWireBytes);
+    c.stampPushback[rank].held = false;
+    p.got = kStampWireBytes;
   }
   while (p.got < kStampWireBytes) {
     const void* buf;
@@ -110,7 +144,23 @@ ncclResult_t StampGate::recv(Comm& c, RecvChannel* ch, int rank, bool* ready) {
   }
   CallStamp theirs;
   std::memcpy(&theirs, p.in, sizeof(theirs));
-  if (!sameStamp(theirs, *stamp_)) return failMismatch(c, *stamp_, rank, theirs, "received from");
+  if (!sameStamp(theirs, *stamp_)) {
+    if (theirs.magic == kCallStampMagic && stampOrder(theirs) < stampOrder(*stamp_)) {
+      p.stale = true;
+      noteStaleStamp(c, *stamp_, rank, theirs, "received from");
+      *ready = false;
+      return ncclSuccess;
+    }
+    p.bad = true;
+    if (theirs.magic == kCallStampMagic && stampOrder(theirs) > stampOrder(*stamp_)) {
+      // The peer is ahead: its later call may carry on after the realignment, and this is
+      // its first bytes of it. Kept, in case (the realignment drops it otherwise).
+      if (c.stampPushback.size() != static_cast<size_t>(c.nranks)) c.stampPushback.resize(c.nranks);
+      std::memcpy(c.stampPushback[rank].bytes, p.in, kStampWireBytes);
+      c.stampPushback[rank].held = true;
+    }
+    return failMismatch(c, *stamp_, rank, theirs, "received from");
+  }
   *ready = true;
   return ncclSuccess;
 }

@@ -26,9 +26,16 @@ CallStamp stampOf(const OpDesc& op, uint32_t seq);
 inline uint64_t stampOrder(const CallStamp& s) { return uint64_t(s.seq) * 2 + (s.kind == kSendKind ? 1 : 0); }
 // "AllReduce(1000 x float32, sum) (call #5)"; "no call stamp" for data without one.
 std::string describeStamp(const CallStamp& s);
-// The mismatch seen by this rank (its call `mine`, `peer`'s `theirs`, seen `where`): fails
-// the communicator (peers stop waiting) and WARNs both calls. Returns ncclInvalidUsage.
+// The mismatch seen by this rank (its call `mine`, `peer`'s `theirs`, seen `where`): WARNs
+// both calls and asks for a realignment of the connections (sched/realign.h), which fails the
+// call on every rank in it and leaves the communicator usable. Returns ncclInvalidUsage. Data
+// without a stamp (ranks with different ACCL_CHECK_MISMATCH) cannot be realigned: that fails
+// the communicator.
 ncclResult_t failMismatch(Comm& c, const CallStamp& mine, int peer, const CallStamp& theirs, const char* where);
+// `peer` sent this rank, now in call `mine`, the stamp of an earlier call `theirs` that nobody
+// read: the ranks disagreed about that call. Asks for a realignment (no error of its own: the
+// realignment decides which call fails).
+void noteStaleStamp(Comm& c, const CallStamp& mine, int peer, const CallStamp& theirs, const char* where);
 
 // The stamps of one call on its connections: sent once in front of the call's first bytes to
 // each peer, checked once in front of its first bytes from each peer. Resumable: a stamp
@@ -40,6 +47,25 @@ class StampGate {
     if (stamp == stamp_) return;
     stamp_ = stamp;
     peers_.clear();
+  }
+  // Where this gate's first stamp to `peer` began in the stream (~0: none sent), over every
+  // call it served: a realignment keeps the bytes from there on (sched/realign.h).
+  uint64_t firstSentAt(int rank) const {
+    for (const auto& [r, at] : firstSent_)
+      if (r == rank) return at;
+    return ~uint64_t(0);
+  }
+  // After a realignment: forgets a stale stamp read from a peer, so the real one is read next.
+  // True if there was one (the stream position moved: the caller pads again).
+  bool forgetStale() {
+    bool any = false;
+    for (Peer& p : peers_) {
+      if (!p.stale) continue;
+      p.stale = false;
+      p.got = 0;  // what it sent stays sent
+      any = true;
+    }
+    return any;
   }
   const CallStamp* stamp() const { return stamp_; }
   // Whether any of `peer`'s stamp has been read (its data may follow at the channel's head).
@@ -59,11 +85,14 @@ class StampGate {
     int rank;
     uint8_t sent = 0;  // stamp bytes sent, of kStampWireBytes
     uint8_t got = 0;   // stamp bytes received
+    bool stale = false;  // what it read is an earlier call's stamp (a realignment is wanted)
+    bool bad = false;    // what it read is another call's stamp (this call failed)
     unsigned char in[kStampWireBytes] = {};
   };
   Peer& peer(int rank);
   const CallStamp* stamp_ = nullptr;
   std::vector<Peer> peers_;
+  std::vector<std::pair<int, uint64_t>> firstSent_;
 };
 
 }  // namespace accl

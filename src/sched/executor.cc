@@ -10,6 +10,7 @@
 #include "base/param.h"
 #include "comm/status_server.h"
 #include "base/trace.h"
+#include "sched/realign.h"
 #include "sched/work.h"
 
 namespace accl {
@@ -67,6 +68,34 @@ void finishWork(CommWork& w, ncclResult_t res, int culprit = -1, bool fatal = tr
   if (w.started) c.inFlight.fetch_sub(1);
   c.doneTicket.store(w.ticket + 1, std::memory_order_release);
   ringDoorbell(c.bell());  // another stream's work may wait for this ticket
+}
+
+// A realignment after mismatched calls (sched/realign.h) that `w` takes part in. `erred`: a
+// lane of `w` already failed on the mismatch, so the work cannot carry on. True when it
+// finished the work.
+bool realignWork(CommWork& w, bool erred) {
+  Comm& c = *w.comm;
+  RealignSite site = realignSiteOf(w);
+  RealignOutcome out;
+  ncclResult_t res = realignConnections(c, site, &out);
+  if (res != ncclSuccess) {
+    finishWork(w, res);  // the communicator failed (WARNed)
+    return true;
+  }
+  if (out == RealignOutcome::CallFails) {
+    finishWork(w, ncclInvalidUsage, -1, false);
+    return true;
+  }
+  if (erred) {
+    c.fail(ncclInvalidUsage, -1);
+    WARN("rank %d: mismatched calls: this rank's call met data of another call, but the realignment found it was "
+         "not part of the mismatched call; the communicator failed: destroy it and create a new one",
+         c.rank);
+    finishWork(w, ncclInvalidUsage);
+    return true;
+  }
+  if (out == RealignOutcome::CallCarriesOn) w.skippedBy = -1;
+  return false;
 }
 
 ncclResult_t progressSockets(Comm& c) {
@@ -140,7 +169,13 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
         workMoved = true;
         continue;
       }
+      // A realignment asked for while this work waited its turn: it joins before it starts.
+      if (c.realign.wanted() && realignWork(w, false)) {
+        workMoved = true;
+        continue;
+      }
       w.started = true;
+      if (w.boardAtStart == ~uint64_t(0)) w.boardAtStart = c.board.posted;
       w.startUsec = clock.usec();
       c.inFlight.fetch_add(1);
       workMoved = true;
@@ -149,6 +184,10 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
       WARN("rank %d: operation interrupted by %s\n%s", c.rank,
            c.abortFlag.load() ? "ncclCommAbort" : "ncclCommRevoke", hangReport(w, nowUsec()).c_str());
       finishWork(w, ncclInvalidUsage);
+      workMoved = true;
+      continue;
+    }
+    if (c.realign.wanted() && realignWork(w, false)) {
       workMoved = true;
       continue;
     }
@@ -179,6 +218,11 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
            mismatchFatal ? "the byte stream cannot be trusted, failing the communicator"
                          : "the communicator stays usable and later matched calls are unaffected");
       finishWork(w, ncclInvalidUsage, -1, mismatchFatal);
+      workMoved = true;
+      continue;
+    }
+    if (res == ncclInvalidUsage && c.realign.wanted()) {  // a lane met a mismatch (WARNed)
+      realignWork(w, true);
       workMoved = true;
       continue;
     }
@@ -261,8 +305,12 @@ bool checkStamps(std::vector<std::unique_ptr<CommWork>>& works) {
   bool failed = false;
   for (auto& w : works) {
     ncclResult_t res = checkStrayStamps(*w);
-    if (res == ncclSuccess) continue;
-    finishWork(*w, res);
+    if (res == ncclSuccess) {
+      failed = failed || (!w->finished && w->comm->realign.wanted());  // the next pass joins it
+      continue;
+    }
+    if (w->comm->realign.wanted()) realignWork(*w, true);
+    else finishWork(*w, res);
     failed = true;
   }
   return failed;

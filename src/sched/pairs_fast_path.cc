@@ -31,8 +31,8 @@ bool qualifies(const OpDesc& op, const Comm& c, size_t bytes) {
   if (op.kind != OpKind::AllReduce || op.preMul || c.nranks < 2) return false;
   if (bytes == 0 || bytes > kDirectMaxBytes || !c.backend->hostBuffers() || traceEnabled()) return false;
   if (c.abortFlag.load(std::memory_order_relaxed) || c.revoked.load(std::memory_order_relaxed) ||
-      c.asyncError.load(std::memory_order_relaxed) != ncclSuccess)
-    return false;  // the executor reports why the op cannot run
+      c.asyncError.load(std::memory_order_relaxed) != ncclSuccess || c.realign.wanted())
+    return false;  // the executor reports why the op cannot run (or joins the realignment)
   // The planner's choice (sched/planner.cc, host buffers): AllPairs runs the gathered
   // rank-order all-reduce in either determinism mode.
   return chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks, c.board.capacity, c.board.peersReadable) ==

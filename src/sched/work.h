@@ -44,6 +44,13 @@ class Lane {
   // read any of `peer`'s yet.
   const CallStamp* stamp() const { return gate_.stamp(); }
   bool stampReceivedFrom(int peer) const { return gate_.receivedFrom(peer); }
+  // Where this lane's first stamp to `peer` began in the stream (~0: none sent yet).
+  uint64_t firstStampSentAt(int peer) const { return gate_.firstSentAt(peer); }
+  // After a realignment the lane carries on from: an earlier call's stamp it read is
+  // forgotten and the stream is padded again before the real one (sched/realign.h).
+  void afterRealign() {
+    if (gate_.forgetStale()) recvAligned_ = false;
+  }
   // The direct path (board_fast_path.h) began this lane's first board step: it posted board
   // operation `seq` and took the posts of ranks below `next`; the step carries on from there.
   void resumeBoardStep(uint64_t seq, int next) {
@@ -157,6 +164,8 @@ struct CommWork {
   std::string p2pMismatch;  // a checked receive got another size than posted (not fatal)
   std::string p2pBroken;    // a checked receive found no header (fatal: stream not trusted)
   int skippedBy = -1;  // checkStrayStamps: a peer seen in a later call while we wait for its bytes
+  // c.board.posted before this work's board operations (~0: set when the work starts).
+  uint64_t boardAtStart = ~uint64_t(0);
 };
 
 // One block describing where `w` is stuck (for ACCL_HANG_WARN, ACCL_TIMEOUT, abort, SIGUSR1).
