@@ -5,6 +5,8 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include "bootstrap/bootstrap_impl.h"
 #include "bootstrap/root.h"
 #include "base/check.h"
@@ -62,18 +64,44 @@ ncclResult_t connectUntil(Bootstrap::Impl& b, const net::SockAddr& addr, net::So
   return res;
 }
 
+// The ids (their random magic) this process has joined a rendezvous with: the evidence that a
+// refused root is an id used a second time, rather than a root that exited or a wrong address.
+std::mutex gJoinedMu;
+std::set<uint64_t>& joinedIds() {
+  static std::set<uint64_t>* ids = new std::set<uint64_t>();  // never destroyed (atexit order)
+  return *ids;
+}
+bool joinedBefore(uint64_t magic) {
+  std::lock_guard<std::mutex> lk(gJoinedMu);
+  return joinedIds().count(magic) != 0;
+}
+void rememberJoined(uint64_t magic) {
+  std::lock_guard<std::mutex> lk(gJoinedMu);
+  if (joinedIds().size() < 4096) joinedIds().insert(magic);
+}
+
 ncclResult_t connectRoot(Bootstrap::Impl& b, const net::SockAddr& root, net::Socket* sock,
                          InitClock::time_point deadline) {
   if (b.magic == kCommIdMagic) return connectUntil(b, root, sock, deadline, "the bootstrap root (NCCL_COMM_ID)");
   std::string why;
   ncclResult_t res = net::connectWithin(root, sock, static_cast<int>(param::socketConnectTimeoutMsec()), &why,
                                         b.abortFlag, /*retryRefused=*/false);
+  if (res == ncclSuccess) rememberJoined(b.magic);
   if (res == ncclSuccess || res == ncclInternalError) return res;
   if (why == strerror(ECONNREFUSED)) {
-    WARN("Bootstrap: rank %d of %d: the bootstrap root %s of this unique id ('%s') refused the connection: it is "
-         "no longer listening. An id from ncclGetUniqueId serves exactly one communicator; make a new id for each "
-         "ncclCommInitRank (reused id?), and keep the process that made it alive until every rank has joined",
-         b.rank, b.nranks, root.str().c_str(), b.label);
+    if (joinedBefore(b.magic)) {
+      WARN("Bootstrap: rank %d of %d: the bootstrap root %s of this unique id ('%s') refused the connection, and "
+           "this process already joined a communicator with this same id: an id from ncclGetUniqueId serves "
+           "exactly one communicator (its root stops listening once that one is made); make a new id for each "
+           "ncclCommInitRank",
+           b.rank, b.nranks, root.str().c_str(), b.label);
+    } else {
+      WARN("Bootstrap: rank %d of %d: the bootstrap root %s of this unique id ('%s') refused the connection: "
+           "nothing listens there. The process that made the id (ncclGetUniqueId) must stay alive until every "
+           "rank has joined, and an id serves one communicator only; check that this process got the id meant "
+           "for this communicator, intact",
+           b.rank, b.nranks, root.str().c_str(), b.label);
+    }
     return ncclInvalidUsage;
   }
   return connectUntil(b, root, sock, deadline, "the bootstrap root of this unique id");  // slow or unreachable

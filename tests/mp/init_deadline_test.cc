@@ -184,4 +184,44 @@ TEST(InitDeadline, ARootAddressWhereNothingListensFailsNamingIt) {
   munmap(sh, sizeof(Shared));
 }
 
+// A refused root: "reused id" only when this process did join with that id before.
+TEST(InitDeadline, ARefusedRootIsCalledAReusedIdOnlyWhenThisProcessUsedTheIdBefore) {
+  auto* sh = accl_forked::mapShared<Shared>();
+  ASSERT_NE(sh, nullptr);
+  // Process 0 makes the id and exits without serving it; process 1 then joins with it.
+  auto logs = runInits(sh, 2, [](int i, Shared* s) {
+    if (i == 0) {
+      if (ncclGetUniqueId(&s->uid.id) != ncclSuccess) return ncclInternalError;
+      s->uid.ready.store(1);
+      return ncclSuccess;  // exits: its root listener goes with it
+    }
+    while (s->uid.ready.load() == 0) usleep(1000);
+    usleep(200 * 1000);
+    ncclComm_t comm;
+    ncclResult_t r = ncclCommInitRank(&comm, 2, s->uid.id, 1);
+    if (r == ncclSuccess) ncclCommDestroy(comm);
+    return r;
+  });
+  EXPECT_NE(sh->result[1], ncclSuccess) << logs[1];
+  EXPECT_NE(logs[1].find("refused the connection: nothing listens there"), std::string::npos) << logs[1];
+  EXPECT_EQ(logs[1].find("reused"), std::string::npos) << logs[1];
+  EXPECT_EQ(logs[1].find("already joined"), std::string::npos) << logs[1];
+  // One process makes a one-rank communicator with an id, then tries the same id again.
+  sh->uid.ready.store(0);
+  logs = runInits(sh, 1, [](int, Shared* s) {
+    if (ncclGetUniqueId(&s->uid.id) != ncclSuccess) return ncclInternalError;
+    ncclComm_t comm;
+    if (ncclCommInitRank(&comm, 1, s->uid.id, 0) != ncclSuccess) return ncclInternalError;
+    ncclCommDestroy(comm);
+    ncclResult_t r = ncclCommInitRank(&comm, 1, s->uid.id, 0);
+    if (r == ncclSuccess) ncclCommDestroy(comm);
+    return r;
+  });
+  EXPECT_EQ(sh->result[0], ncclInvalidUsage) << logs[0];
+  EXPECT_NE(logs[0].find("refused the connection, and this process already joined a communicator with this same id"),
+            std::string::npos)
+      << logs[0];
+  munmap(sh, sizeof(Shared));
+}
+
 }  // namespace
