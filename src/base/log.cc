@@ -308,29 +308,44 @@ std::atomic<LogSink> gSink{nullptr};
 
 void setLogSink(LogSink sink) { gSink.store(sink, std::memory_order_release); }
 
+namespace {
+void logMessageV(LogLevel level, uint64_t subsys, const char* file, int line, bool lastError, const char* fmt,
+                 va_list args) __attribute__((format(printf, 6, 0)));
+}  // namespace
+
 void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  logMessageV(level, subsys, file, line, true, fmt, args);
+  va_end(args);
+}
+
+void logWarnAside(const char* file, int line, const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  logMessageV(LogLevel::Warn, kSubsysAll, file, line, false, fmt, args);
+  va_end(args);
+}
+
+namespace {
+void logMessageV(LogLevel level, uint64_t subsys, const char* file, int line, bool lastError, const char* fmt,
+                 va_list args) {
   if (LogSink sink = gSink.load(std::memory_order_acquire)) {
     char message[kMessageMax];
-    va_list args;
-    va_start(args, fmt);
     vsnprintf(message, sizeof(message), fmt, args);
-    va_end(args);
     sink(level, subsys, file, line, message);
     return;
   }
   int current = currentLevel();
   bool print = levelAndSubsysEnabled(current, level, subsys);
   // A WARN is formatted even when silent: ncclGetLastError must see it.
-  if (!print && level != LogLevel::Warn) return;
+  if (!print && !(level == LogLevel::Warn && lastError)) return;
 
   char message[kMessageMax];
-  va_list args;
-  va_start(args, fmt);
   vsnprintf(message, sizeof(message), fmt, args);
-  va_end(args);
 
   std::lock_guard<std::mutex> lock(gMutex);
-  if (level == LogLevel::Warn) snprintf(gLastError, sizeof(gLastError), "%s", message);
+  if (level == LogLevel::Warn && lastError) snprintf(gLastError, sizeof(gLastError), "%s", message);
   if (!print) return;
 
   char text[kLineMax];
@@ -348,6 +363,8 @@ void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, con
     gLevel.store(static_cast<int>(LogLevel::Info), std::memory_order_release);
   }
 }
+
+}  // namespace
 
 const char* lastErrorText() {
   std::lock_guard<std::mutex> lock(gMutex);

@@ -20,6 +20,10 @@ enum : uint64_t {
 // Emits one log line if `level`/`subsys` are enabled (WARN: always recorded as last error).
 void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
+// A WARN that is not the last error: printed like any WARN, but ncclGetLastError keeps what it
+// had. For what another process's junk causes (a stray connection dropped by a listener): the
+// calls of this rank succeed, and their last error must not point at it.
+void logWarnAside(const char* file, int line, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 // True if a message of this level/subsys would be printed (cheap; for guarding costly formatting).
 bool logEnabled(LogLevel level, uint64_t subsys);
 // Copy of the most recent WARN text ("" if none). Valid until the next WARN in this process.
@@ -36,5 +40,6 @@ void setLogSink(LogSink sink);
 }  // namespace accl
 
 #define WARN(...) accl::logMessage(accl::LogLevel::Warn, accl::kSubsysAll, __FILE__, __LINE__, __VA_ARGS__)
+#define WARN_ASIDE(...) accl::logWarnAside(__FILE__, __LINE__, __VA_ARGS__)
 #define INFO(subsys, ...) accl::logMessage(accl::LogLevel::Info, (subsys), __FILE__, __LINE__, __VA_ARGS__)
 #define ACCL_TRACE(subsys, ...) accl::logMessage(accl::LogLevel::Trace, (subsys), __FILE__, __LINE__, __VA_ARGS__)

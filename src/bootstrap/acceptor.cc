@@ -43,7 +43,7 @@ HandshakeAcceptor::~HandshakeAcceptor() {
   for (Pending& p : pending_) {
     bool complete = false;
     if (readSome(p, &complete) && !complete) continue;  // readSome logged why it dropped it
-    WARN("%s: dropped connection from %s at shutdown: %s (%zu of %zu handshake bytes)", what_.c_str(),
+    WARN_ASIDE("%s: dropped connection from %s at shutdown: %s (%zu of %zu handshake bytes)", what_.c_str(),
          p.from.c_str(), complete ? "a handshake nobody expected (replayed or duplicate)" : "incomplete handshake",
          p.got, p.buf.size());
   }
@@ -67,7 +67,7 @@ bool HandshakeAcceptor::readSome(Pending& p, bool* complete) {
   ssize_t n = ::recv(p.sock.fd(), p.buf.data() + p.got, p.buf.size() - p.got, MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
   if (n <= 0) {
-    WARN("%s: dropped connection from %s: closed after %zu of %zu handshake bytes", what_.c_str(),
+    WARN_ASIDE("%s: dropped connection from %s: closed after %zu of %zu handshake bytes", what_.c_str(),
          p.from.c_str(), p.got, p.buf.size());
     return true;
   }
@@ -77,7 +77,7 @@ bool HandshakeAcceptor::readSome(Pending& p, bool* complete) {
     uint64_t magic;
     std::memcpy(&magic, p.buf.data(), sizeof(magic));
     if (magic != magic_ && !passForeign_) {
-      WARN("%s: dropped connection from %s: wrong magic 0x%016" PRIx64 " (not this job)", what_.c_str(),
+      WARN_ASIDE("%s: dropped connection from %s: wrong magic 0x%016" PRIx64 " (not this job)", what_.c_str(),
            p.from.c_str(), magic);
       return true;
     }
@@ -94,7 +94,7 @@ ncclResult_t HandshakeAcceptor::next(Arrival* out, const std::atomic<int>* abort
     auto now = Clock::now();
     for (auto it = pending_.begin(); it != pending_.end();) {
       if (it->deadline <= now) {
-        WARN("%s: dropped connection from %s: no handshake within %d ms", what_.c_str(), it->from.c_str(),
+        WARN_ASIDE("%s: dropped connection from %s: no handshake within %d ms", what_.c_str(), it->from.c_str(),
              kHandshakeTimeoutMs);
         it = pending_.erase(it);
       } else {

@@ -49,7 +49,7 @@ ncclResult_t Bootstrap::Impl::waitForConnection(int peer, boot::Purpose purpose,
       bad = "replayed handshake (its nonce was used before)";
     }
     if (!bad.empty()) {
-      WARN("Bootstrap rank %d: dropped connection from %s: %s", rank, arrival.from.c_str(), bad.c_str());
+      WARN_ASIDE("Bootstrap rank %d: dropped connection from %s: %s", rank, arrival.from.c_str(), bad.c_str());
       continue;
     }
     bool known = true;
@@ -61,7 +61,7 @@ ncclResult_t Bootstrap::Impl::waitForConnection(int peer, boot::Purpose purpose,
       std::lock_guard<std::mutex> lock(socketsMu);
       if (p2pIn.emplace(hs.rank, std::move(arrival.sock)).second) continue;
     }
-    WARN("Bootstrap rank %d: dropped unexpected connection from %s (rank %d, purpose %d)", rank,
+    WARN_ASIDE("Bootstrap rank %d: dropped unexpected connection from %s (rank %d, purpose %d)", rank,
          arrival.from.c_str(), hs.rank, static_cast<int>(hs.purpose));
   }
   return ncclSuccess;

@@ -63,7 +63,7 @@ class RootServer {
         continue;
       }
       if (!replay_.firstUse(hello.nonce)) {
-        WARN("Bootstrap root for %s: dropped connection from %s: replayed hello (its nonce was used before)",
+        WARN_ASIDE("Bootstrap root for %s: dropped connection from %s: replayed hello (its nonce was used before)",
              label_.c_str(), arrival.from.c_str());
         continue;
       }
@@ -120,8 +120,11 @@ class RootServer {
   void refuseForeign(const HandshakeAcceptor::Arrival& arrival, const std::string& bad) {
     std::string theirs = bad.rfind("wrong magic", 0) == 0 ? foreignHelloLabel(arrival.header.data(), arrival.header.size())
                                                           : std::string();
+    // A label that is not text is not a rank's: junk that happened to be the hello's size.
+    if (std::any_of(theirs.begin(), theirs.end(), [](char ch) { return ch < 0x20 || ch > 0x7e; })) theirs.clear();
     if (theirs.empty()) {
-      WARN("Bootstrap root for %s: dropped connection from %s: %s", label_.c_str(), arrival.from.c_str(), bad.c_str());
+      WARN_ASIDE("Bootstrap root for %s: dropped connection from %s: %s", label_.c_str(), arrival.from.c_str(),
+                 bad.c_str());
       return;
     }
     // Same label, other magic: the same kind of id, but not this one (altered, or another
@@ -132,8 +135,9 @@ class RootServer {
                                 "another call of ncclGetUniqueId); give every rank the same id"
                           : "joined the wrong rendezvous: its unique id is for '" + theirs + "', but " + arrival.from +
                                 " reached the root of '" + label_ + "'";
-    WARN("Bootstrap root for %s: dropped connection from %s: %s (a rank that %s)", label_.c_str(), arrival.from.c_str(),
-         bad.c_str(), why.c_str());
+    // The refused rank is told (below) and fails; this root's own calls go on.
+    WARN_ASIDE("Bootstrap root for %s: dropped connection from %s: %s (a rank that %s)", label_.c_str(),
+               arrival.from.c_str(), bad.c_str(), why.c_str());
     RootReply r{};
     r.status = ncclInvalidUsage;
     snprintf(r.message, sizeof(r.message), "this rank %s", why.c_str());
@@ -145,7 +149,7 @@ class RootServer {
   void refuseUnauthenticated(const HandshakeAcceptor::Arrival& arrival, int claimedRank) {
     const char* why = jobSecretSet() ? "its ACCL_JOB_SECRET differs from the root's, or it has none"
                                      : "it has ACCL_JOB_SECRET set, but the root (rank 0's process) has none";
-    WARN("Bootstrap root for %s: dropped connection from %s claiming rank %d: hello failed authentication (%s)",
+    WARN_ASIDE("Bootstrap root for %s: dropped connection from %s claiming rank %d: hello failed authentication (%s)",
          label_.c_str(), arrival.from.c_str(), claimedRank, why);
     RootReply r{};
     r.status = ncclInvalidUsage;
