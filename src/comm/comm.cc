@@ -55,7 +55,12 @@ ncclResult_t Comm::connectPeer(int peer, PeerConnection** out) {
 void Comm::fail(ncclResult_t err, int culprit) {
   int expected = ncclSuccess;
   if (asyncError.compare_exchange_strong(expected, err)) {
-    if (culprit >= 0) {
+    if (abortFlag.load()) {
+      // This rank's own ncclCommAbort closed the connections: no peer is to blame, and the
+      // WARN that says the abort interrupted the call stays the last error.
+      culprit = -1;
+      INFO(kSubsysInit, "rank %d of %d: communicator failed after ncclCommAbort on this rank", rank, nranks);
+    } else if (culprit >= 0) {
       WARN("rank %d of %d: lost peer %s; communicator failed with \"%s\"; closing its connections so the other "
            "ranks stop waiting",
            rank, nranks, describePeer(culprit).c_str(), pncclGetErrorString(err));

@@ -49,6 +49,13 @@ int findCulprit(Comm& c) {
 void finishWork(CommWork& w, ncclResult_t res, int culprit = -1, bool fatal = true) {
   Comm& c = *w.comm;
   w.finished = true;
+  if (res != ncclSuccess && res != ncclInvalidUsage && c.abortFlag.load()) {
+    // The connections failed because this rank's own ncclCommAbort closed them: say so,
+    // rather than blame the peer at their other end.
+    WARN("rank %d: operation interrupted by ncclCommAbort on this rank (%s)", c.rank, pncclGetErrorString(res));
+    res = ncclInvalidUsage;
+    culprit = -1;
+  }
   w.result = res;
   if (res == ncclRemoteError && culprit < 0 && c.asyncError.load() == ncclSuccess) culprit = findCulprit(c);
   {
@@ -281,7 +288,7 @@ bool checkPeers(std::vector<std::unique_ptr<CommWork>>& works) {
   for (auto& w : works) {
     if (w->finished || !w->started) continue;
     Comm& c = *w->comm;
-    if (!c.bootstrap) continue;
+    if (!c.bootstrap || c.abortFlag.load()) continue;  // our own abort closed the ring: the next pass says so
     int culprit = -1;
     int dead = c.bootstrap->closedNeighbour(&culprit);
     if (dead >= 0) {
