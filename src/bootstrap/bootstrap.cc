@@ -1,7 +1,9 @@
 // bootstrap.cc: a connected Bootstrap: ring allGather/barrier, neighbour liveness, abort,
 // and sorting the connections other ranks open to our listener.
 #include <sys/socket.h>
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include "bootstrap/bootstrap_impl.h"
 #include "base/check.h"
@@ -67,6 +69,32 @@ ncclResult_t Bootstrap::Impl::waitForConnection(int peer, boot::Purpose purpose,
   return ncclSuccess;
 }
 
+int Bootstrap::Impl::waitMs() const {
+  if (deadline == std::chrono::steady_clock::time_point::max()) return -1;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+  return static_cast<int>(std::clamp<int64_t>(ms, 1, INT32_MAX));
+}
+
+ncclResult_t Bootstrap::Impl::waited(ncclResult_t res, int peer, const char* what) const {
+  if (res == ncclSuccess || deadline == std::chrono::steady_clock::time_point::max() ||
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(50) < deadline)  // waits end on whole ms
+    return res;
+  WARN("Bootstrap: rank %d of %d: waited ACCL_INIT_TIMEOUT=%lld s for %s during %s (%s): it is stuck or stopped "
+       "before that point of its init, or slower than the others by that much; failing the init",
+       rank, nranks, static_cast<long long>(deadlineSec), desc(peer), deadlineWhat.c_str(), what);
+  return ncclRemoteError;
+}
+
+void Bootstrap::setDeadline(int64_t seconds, const std::string& what) {
+  Impl& b = *impl_;
+  std::lock_guard<std::mutex> ring(b.ringMu);
+  std::lock_guard<std::mutex> recv(b.recvMu);
+  b.deadline = seconds > 0 ? std::chrono::steady_clock::now() + std::chrono::seconds(seconds)
+                           : std::chrono::steady_clock::time_point::max();
+  b.deadlineSec = seconds;
+  b.deadlineWhat = what;
+}
+
 ncclResult_t Bootstrap::allGather(void* data, size_t bytesPerRank) {
   Impl& b = *impl_;
   std::lock_guard<std::mutex> lock(b.ringMu);
@@ -77,7 +105,8 @@ ncclResult_t Bootstrap::allGather(void* data, size_t bytesPerRank) {
     int recvSlot = (b.rank - step - 1 + b.nranks) % b.nranks;
     ncclResult_t res = net::sendRecvAll(b.ringNext, slots + sendSlot * bytesPerRank, bytesPerRank, b.desc(b.next()),
                                         b.ringPrev, slots + recvSlot * bytesPerRank, bytesPerRank, b.desc(b.prev()),
-                                        b.abortFlag);
+                                        b.abortFlag, b.waitMs());
+    res = b.waited(res, b.prev(), "an all-gather over the bootstrap ring: its part, or a part it passes on");
     if (res != ncclSuccess) return b.result(res);
   }
   return ncclSuccess;

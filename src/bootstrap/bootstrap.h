@@ -65,6 +65,11 @@ class Bootstrap {
   ncclResult_t send(int peer, int tag, const void* data, size_t size);
   ncclResult_t recv(int peer, int tag, void* data, size_t size);
 
+  // Until cleared (seconds 0), every wait for a peer (allGather, barrier, recv) gives up after
+  // `seconds` from now with ncclRemoteError, WARNing which rank it waited for and that it was
+  // during `what` (ACCL_INIT_TIMEOUT for the transport setup after the rendezvous).
+  void setDeadline(int64_t seconds, const std::string& what);
+
   // Liveness: the ring neighbours' sockets close when they exit or abort. Returns the first
   // neighbour that died or failed, or -1. Non-blocking. *culprit (optional) receives the rank
   // whose loss started the failure: the neighbour itself for a bare EOF (a killed process),

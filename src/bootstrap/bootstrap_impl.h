@@ -1,6 +1,7 @@
 // bootstrap_impl.h: a Bootstrap's state, shared by bootstrap.cc (rendezvous, ring, liveness)
 // and bootstrap_p2p.cc (tagged point-to-point messages).
 #pragma once
+#include <chrono>
 #include <atomic>
 #include <deque>
 #include <map>
@@ -45,6 +46,16 @@ struct Bootstrap::Impl {
   };
   std::mutex queueMu;
   std::deque<Message> unexpected;
+
+  // While init sets up transports (Bootstrap::setDeadline): when waits for a peer give up.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  int64_t deadlineSec = 0;
+  std::string deadlineWhat;
+  // Milliseconds a wait may take (-1: no limit), at least 1 until the deadline.
+  int waitMs() const;
+  // A wait for `peer` (for `what`) that failed: past the deadline, WARNed as such and
+  // ncclRemoteError; otherwise `res` unchanged.
+  ncclResult_t waited(ncclResult_t res, int peer, const char* what) const;
 
   int next() const { return (rank + 1) % nranks; }
   int prev() const { return (rank + nranks - 1) % nranks; }

@@ -63,14 +63,15 @@ ncclResult_t recvImpl(Bootstrap::Impl& b, int peer, int tag, void* data, size_t 
       WARN("Bootstrap recv from self (rank %d) tag %d: no matching send was posted before", peer, tag);
       return ncclInvalidUsage;
     }
-    NCCLCHECK(b.waitForConnection(peer, boot::Purpose::P2p, -1));
+    NCCLCHECK(b.waited(b.waitForConnection(peer, boot::Purpose::P2p, b.waitMs()), peer, "its first message"));
     net::Socket* sock;
     {
       std::lock_guard<std::mutex> lock(b.socketsMu);
       sock = &b.p2pIn.at(peer);
     }
     boot::P2pHeader raw, header;
-    NCCLCHECK(net::recvAll(*sock, &raw, sizeof(raw), b.desc(peer), b.abortFlag));
+    NCCLCHECK(b.waited(net::recvAll(*sock, &raw, sizeof(raw), b.desc(peer), b.abortFlag, b.waitMs()), peer,
+                       "a message"));
     std::string bad = boot::decodeP2pHeader(&raw, sizeof(raw), &header);
     if (!bad.empty()) {
       WARN("Bootstrap recv from %s: corrupt message: %s", b.desc(peer), bad.c_str());

@@ -99,6 +99,9 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   const std::vector<topo::NetIf> rails =
       topo::railsOf(ifs, 0, static_cast<int>(std::clamp<int64_t>(param::socketRails(), 1, kMaxSocketRails)));
   NCCLCHECK(Bootstrap::init(id, rank, nranks, &c->abortFlag, &c->bootstrap));
+  // The transport setup that follows waits for every peer too: it gets ACCL_INIT_TIMEOUT of
+  // its own, after which a rank fails naming the peer it waited for.
+  c->bootstrap->setDeadline(param::initTimeoutSec(), "the transport setup after the rendezvous");
   c->ringBytes = channelBytes(param::buffSize());
 
   // The transport list, in order of preference: the first one that can connect a pair of
@@ -183,6 +186,7 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
     static std::once_flag dumped;  // once per process, as NCCL
     std::call_once(dumped, [&] { topo::dumpHwTopology(dump); });
   }
+  c->bootstrap->setDeadline(0, "");
   statusRegister(c);
   return ncclSuccess;
 }

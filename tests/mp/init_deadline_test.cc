@@ -9,8 +9,12 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <chrono>
+#include <cstring>
+#include <cstdio>
+#include <csignal>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -221,6 +225,67 @@ TEST(InitDeadline, ARefusedRootIsCalledAReusedIdOnlyWhenThisProcessUsedTheIdBefo
   EXPECT_NE(logs[0].find("refused the connection, and this process already joined a communicator with this same id"),
             std::string::npos)
       << logs[0];
+  munmap(sh, sizeof(Shared));
+}
+
+// After the rendezvous, init sets up the transports, which waits for every peer too: a rank
+// that stops right after its rendezvous (SIGSTOP, as a debugger or a stuck thread would) makes
+// the others fail at ACCL_INIT_TIMEOUT naming it, instead of waiting forever. The stopped
+// rank logs to a FIFO, so the test stops it the moment it logs the end of its rendezvous.
+TEST(InitDeadline, ARankStoppedAfterTheRendezvousFailsTheTransportSetupNamingIt) {
+  auto* sh = accl_forked::mapShared<Shared>();
+  ASSERT_NE(sh, nullptr);
+  const std::string base = testing::TempDir() + "accl_setup_deadline_" + std::to_string(getpid());
+  const std::string fifo = base + ".fifo";
+  unlink(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::vector<pid_t> pids;
+  accl_forked::forkRanks(
+      2,
+      [&](int rank) {
+        alarm(60);
+        rankEnv(base + "." + std::to_string(rank) + ".log");
+        if (rank == 1) {
+          setenv("NCCL_DEBUG", "INFO", 1);
+          setenv("NCCL_DEBUG_SUBSYS", "ALL", 1);
+          setenv("NCCL_DEBUG_FILE", fifo.c_str(), 1);
+          ncclResetDebugInit();
+        }
+        auto t0 = std::chrono::steady_clock::now();
+        sh->result[rank] = initOnce(sh, 2, rank, rank == 0);
+        sh->tookMs[rank] =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+        _exit(0);
+      },
+      &pids);
+  // Read rank 1's log until its rendezvous is over, then stop it.
+  FILE* in = fopen(fifo.c_str(), "r");
+  ASSERT_NE(in, nullptr);
+  char line[4096];
+  bool stopped = false;
+  while (fgets(line, sizeof(line), in)) {
+    if (strstr(line, "Bootstrap: rank 1 of 2 connected")) {
+      kill(pids[1], SIGSTOP);
+      stopped = true;
+      break;
+    }
+  }
+  int status = 0;
+  waitpid(pids[0], &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank 0 status " << status;
+  kill(pids[1], SIGKILL);
+  waitpid(pids[1], &status, 0);
+  fclose(in);
+  unlink(fifo.c_str());
+  const std::string path = base + ".0.log";
+  const std::string log = accl_test::readFile(path);
+  unlink(path.c_str());
+  unlink((base + ".1.log").c_str());
+  ASSERT_TRUE(stopped) << "rank 1 never logged the end of its rendezvous";
+  EXPECT_EQ(sh->result[0], ncclRemoteError) << log;
+  EXPECT_LT(sh->tookMs[0], 20000);
+  EXPECT_NE(log.find("waited ACCL_INIT_TIMEOUT=2 s for rank 1 "), std::string::npos) << log;
+  EXPECT_NE(log.find("during the transport setup after the rendezvous"), std::string::npos) << log;
   munmap(sh, sizeof(Shared));
 }
 
