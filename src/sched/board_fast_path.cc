@@ -65,7 +65,6 @@ class BoardDirectOp {
           RealignSite site;
           site.firstOrder = site.lastOrder = stampOrder(op_.stamp);
           site.boardAtStart = seq_ - 1;
-          site.started = true;
           site.current = &op_.stamp;
           RealignOutcome out;
           ncclResult_t rr = realignConnections(c, site, &out);

@@ -71,7 +71,6 @@ RealignSite realignSiteOf(CommWork& w) {
     if (op->stamp.magic == kCallStampMagic && stampOrder(op->stamp) == s.firstOrder) s.current = &op->stamp;
   s.phases = &w.phases;
   s.boardAtStart = w.started ? w.boardAtStart : w.comm->board.posted;
-  s.started = w.started;
   return s;
 }
 

@@ -38,7 +38,6 @@ struct RealignSite {
   uint64_t lastOrder = ~uint64_t(0);
   std::vector<std::vector<Lane>>* phases = nullptr;
   uint64_t boardAtStart = 0;
-  bool started = false;  // the calls moved data already (false: nothing of them was sent)
   const CallStamp* current = nullptr;  // the first call's stamp (null: none)
 };
 
