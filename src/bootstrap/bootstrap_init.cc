@@ -80,8 +80,16 @@ void rememberJoined(uint64_t magic) {
   if (joinedIds().size() < 4096) joinedIds().insert(magic);
 }
 
+// The message for an id this process already joined with (usedBefore: evidence, not a guess).
+void warnReusedId(const Bootstrap::Impl& b, const net::SockAddr& root, const char* what) {
+  WARN("Bootstrap: rank %d of %d: the bootstrap root %s of this unique id ('%s') %s, and this process already joined "
+       "a communicator with this same id: an id from ncclGetUniqueId serves exactly one communicator (its root stops "
+       "listening once that one is made); make a new id for each ncclCommInitRank",
+       b.rank, b.nranks, root.str().c_str(), b.label, what);
+}
+
 ncclResult_t connectRoot(Bootstrap::Impl& b, const net::SockAddr& root, net::Socket* sock,
-                         InitClock::time_point deadline) {
+                         InitClock::time_point deadline, bool usedBefore) {
   if (b.magic == kCommIdMagic) return connectUntil(b, root, sock, deadline, "the bootstrap root (NCCL_COMM_ID)");
   std::string why;
   ncclResult_t res = net::connectWithin(root, sock, static_cast<int>(param::socketConnectTimeoutMsec()), &why,
@@ -89,12 +97,8 @@ ncclResult_t connectRoot(Bootstrap::Impl& b, const net::SockAddr& root, net::Soc
   if (res == ncclSuccess) rememberJoined(b.magic);
   if (res == ncclSuccess || res == ncclInternalError) return res;
   if (why == strerror(ECONNREFUSED)) {
-    if (joinedBefore(b.magic)) {
-      WARN("Bootstrap: rank %d of %d: the bootstrap root %s of this unique id ('%s') refused the connection, and "
-           "this process already joined a communicator with this same id: an id from ncclGetUniqueId serves "
-           "exactly one communicator (its root stops listening once that one is made); make a new id for each "
-           "ncclCommInitRank",
-           b.rank, b.nranks, root.str().c_str(), b.label);
+    if (usedBefore) {
+      warnReusedId(b, root, "refused the connection");
     } else {
       WARN("Bootstrap: rank %d of %d: the bootstrap root %s of this unique id ('%s') refused the connection: "
            "nothing listens there. The process that made the id (ncclGetUniqueId) must stay alive until every "
@@ -111,7 +115,8 @@ ncclResult_t connectRoot(Bootstrap::Impl& b, const net::SockAddr& root, net::Soc
 ncclResult_t rendezvous(Bootstrap::Impl& b, const net::SockAddr& root, const net::SockAddr& myAddr,
                         InitClock::time_point deadline) {
   net::Socket sock;
-  NCCLCHECK(connectRoot(b, root, &sock, deadline));
+  const bool usedBefore = b.magic != kCommIdMagic && joinedBefore(b.magic);
+  NCCLCHECK(connectRoot(b, root, &sock, deadline, usedBefore));
   std::string rootDesc = "bootstrap root " + root.str();
   boot::Hello hello;
   std::memset(static_cast<void*>(&hello), 0, sizeof(hello));  // padding included: the MAC covers every byte sent
@@ -138,6 +143,11 @@ ncclResult_t rendezvous(Bootstrap::Impl& b, const net::SockAddr& root, const net
          "failing the init",
          b.rank, b.nranks, static_cast<long long>(param::initTimeoutSec()), root.str().c_str(), b.label, b.nranks);
     return ncclRemoteError;
+  }
+  if (res != ncclSuccess && usedBefore) {
+    // The root was still closing down after the one rendezvous it serves: the same cause.
+    warnReusedId(b, root, "closed the connection without an answer");
+    return ncclInvalidUsage;
   }
   NCCLCHECK(res);
   std::string bad = boot::decodeRootReply(&reply, sizeof(reply), &reply);

@@ -222,8 +222,8 @@ TEST(InitDeadline, ARefusedRootIsCalledAReusedIdOnlyWhenThisProcessUsedTheIdBefo
     return r;
   });
   EXPECT_EQ(sh->result[0], ncclInvalidUsage) << logs[0];
-  EXPECT_NE(logs[0].find("refused the connection, and this process already joined a communicator with this same id"),
-            std::string::npos)
+  // Refused, or (the root still closing down) closed without an answer: told it is this id again.
+  EXPECT_NE(logs[0].find(", and this process already joined a communicator with this same id"), std::string::npos)
       << logs[0];
   munmap(sh, sizeof(Shared));
 }
@@ -232,13 +232,15 @@ TEST(InitDeadline, ARefusedRootIsCalledAReusedIdOnlyWhenThisProcessUsedTheIdBefo
 // that stops right after its rendezvous (SIGSTOP, as a debugger or a stuck thread would) makes
 // the others fail at ACCL_INIT_TIMEOUT naming it, instead of waiting forever. The stopped
 // rank logs to a FIFO, so the test stops it the moment it logs the end of its rendezvous.
-TEST(InitDeadline, ARankStoppedAfterTheRendezvousFailsTheTransportSetupNamingIt) {
-  auto* sh = accl_forked::mapShared<Shared>();
-  ASSERT_NE(sh, nullptr);
+// One attempt: false when rank 1 finished its init before it could be stopped (a lost race).
+bool stopAfterRendezvous(Shared* sh, std::string* log) {
   const std::string base = testing::TempDir() + "accl_setup_deadline_" + std::to_string(getpid());
   const std::string fifo = base + ".fifo";
   unlink(fifo.c_str());
-  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  if (mkfifo(fifo.c_str(), 0600) != 0) {
+    ADD_FAILURE() << "mkfifo " << fifo;
+    return true;
+  }
   std::vector<pid_t> pids;
   accl_forked::forkRanks(
       2,
@@ -260,7 +262,10 @@ TEST(InitDeadline, ARankStoppedAfterTheRendezvousFailsTheTransportSetupNamingIt)
       &pids);
   // Read rank 1's log until its rendezvous is over, then stop it.
   FILE* in = fopen(fifo.c_str(), "r");
-  ASSERT_NE(in, nullptr);
+  if (in == nullptr) {
+    ADD_FAILURE() << "cannot read " << fifo;
+    return true;
+  }
   char line[4096];
   bool stopped = false;
   while (fgets(line, sizeof(line), in)) {
@@ -278,10 +283,29 @@ TEST(InitDeadline, ARankStoppedAfterTheRendezvousFailsTheTransportSetupNamingIt)
   fclose(in);
   unlink(fifo.c_str());
   const std::string path = base + ".0.log";
-  const std::string log = accl_test::readFile(path);
+  *log = accl_test::readFile(path);
   unlink(path.c_str());
   unlink((base + ".1.log").c_str());
-  ASSERT_TRUE(stopped) << "rank 1 never logged the end of its rendezvous";
+  EXPECT_TRUE(stopped) << "rank 1 never logged the end of its rendezvous";
+  return sh->result[0] != ncclSuccess;
+}
+
+TEST(InitDeadline, ARankStoppedAfterTheRendezvousFailsTheTransportSetupNamingIt) {
+  auto* sh = accl_forked::mapShared<Shared>();
+  ASSERT_NE(sh, nullptr);
+  // Rank 1 can finish its init in the moment between logging the end of its rendezvous and
+  // the stop: then rank 0's init succeeds and the attempt says nothing; try again.
+  std::string log;
+  int attempts = 0;
+  bool stopped = false;
+  while (!stopped && attempts < 5) {
+    attempts++;
+    sh->uid.ready.store(0);
+    sh->result[0] = sh->result[1] = 0;
+    stopped = stopAfterRendezvous(sh, &log);
+  }
+  printf("[ info     ] rank 1 stopped in time on attempt %d\n", attempts);
+  ASSERT_TRUE(stopped) << "rank 1 finished its init before it could be stopped, " << attempts << " times";
   EXPECT_EQ(sh->result[0], ncclRemoteError) << log;
   EXPECT_LT(sh->tookMs[0], 20000);
   EXPECT_NE(log.find("waited ACCL_INIT_TIMEOUT=2 s for rank 1 "), std::string::npos) << log;
