@@ -393,11 +393,19 @@ void expectRankOrderBits(int n, bool ownDevices) {
       [&](ncclComm_t comm, int rank) {
         CUstream s = nullptr;
         ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&s, CU_STREAM_NON_BLOCKING));
+        // Every buffer up front, freed at the end: cuMemFree waits for the whole device, where
+        // another rank's kernel may be waiting for this rank's next collective.
+        std::vector<CUdeviceptr> buffers;
+        for (size_t count : counts)
+          for (size_t bytes : {count * 4, count * 4, count / n * 4 + 4}) {
+            CUdeviceptr b = 0;
+            ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&b, bytes));
+            buffers.push_back(b);
+          }
+        size_t next = 0;
         for (size_t count : counts) {
-          CUdeviceptr in = 0, out = 0, rsOut = 0;
-          ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&in, count * 4));
-          ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&out, count * 4));
-          ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&rsOut, count / n * 4 + 4));
+          const CUdeviceptr in = buffers[next], out = buffers[next + 1], rsOut = buffers[next + 2];
+          next += 3;
           std::vector<float> host(count);
           for (size_t i = 0; i < count; i++) host[i] = value(rank, i);
           d->memcpyHtoD(in, host.data(), count * 4);
@@ -423,10 +431,8 @@ void expectRankOrderBits(int n, bool ownDevices) {
             if (std::memcmp(&rs[i], &(const float&)folded(rank * (count / n) + i), 4) != 0)
               problems[rank] = "reduce-scatter of " + std::to_string(count) + ": element " + std::to_string(i) +
                                " is not the rank-order sum";
-          d->memFree(in);
-          d->memFree(out);
-          d->memFree(rsOut);
         }
+        for (CUdeviceptr b : buffers) d->memFree(b);
         d->streamDestroy(s);
       },
       &error);
@@ -877,7 +883,14 @@ TEST(CudaIpc, ProcessesOnOneDeviceRunCollectivesAsKernelsThroughIpcMailboxes) {
 TEST(CudaIpc, AKernelWaitingForAPeerProcessThatExitedGivesUpAndNamesIt) {
   if (const accl_test::ChildRole* role = accl_test::childRole()) {
     CHILD_RANK(*role, d, comm);
-    if (role->rank == 1) _exit(0);  // gone without a word, before the collective
+    // Rank 0 says through a file when its collective is queued; rank 1 then leaves without a
+    // word (its process ends with the test; its communicator is deliberately never destroyed).
+    const std::string queued = testing::TempDir() + "accl_peer_exit_" + std::to_string(getppid()) + ".queued";
+    if (role->rank == 1) {
+      for (int i = 0; i < 6000 && access(queued.c_str(), F_OK) != 0; i++)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
     const size_t count = 1000;
     CUdeviceptr buf = 0;
     ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf, count * 4));
@@ -885,6 +898,7 @@ TEST(CudaIpc, AKernelWaitingForAPeerProcessThatExitedGivesUpAndNamesIt) {
     ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&s, CU_STREAM_NON_BLOCKING));
     EXPECT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), count,
                                          ncclFloat32, ncclSum, comm, reinterpret_cast<cudaStream_t>(s)));
+    std::ofstream(queued.c_str()) << "queued\n";
     EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));  // returns: the kernel gave up
     ncclResult_t async = ncclSuccess;
     EXPECT_EQ(ncclSuccess, ncclCommGetAsyncError(comm, &async));
@@ -892,6 +906,7 @@ TEST(CudaIpc, AKernelWaitingForAPeerProcessThatExitedGivesUpAndNamesIt) {
     EXPECT_EQ(ncclSuccess, ncclCommAbort(comm));
     d->streamDestroy(s);
     d->memFree(buf);
+    unlink(queued.c_str());
     return;
   }
   REQUIRE_DRIVER(d);
