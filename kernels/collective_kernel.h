@@ -55,15 +55,9 @@ ACCL_DEV bool waitAtLeast(const CollKernelArgs& a, const uint64_t* flag, uint64_
   }
 }
 
-// The block's threads copy `bytes` (16-byte vectors when both ends allow, else bytes).
+// The block's threads copy `bytes` (vectors only where both ends allow them).
 ACCL_DEV void blockCopy(char* dst, const char* src, size_t bytes) {
-  size_t head = 0;
-  if (vecAligned(dst, src)) {
-    const size_t vecs = bytes / 16;
-    for (size_t i = threadIndex(); i < vecs; i += blockSize()) storeVec(dst + 16 * i, loadVec(src + 16 * i));
-    head = vecs * 16;
-  }
-  for (size_t i = head + threadIndex(); i < bytes; i += blockSize()) dst[i] = src[i];
+  stridedCopy(dst, src, bytes, threadIndex(), blockSize());
 }
 
 template <class E>

@@ -45,18 +45,9 @@ ACCL_DEV void divide(void* dstv, const void* srcv, int divisor, size_t count) {
   for (size_t i = globalThread(); i < count; i += gridThreads()) dst[i] = divideOne<E>(src[i], divisor);
 }
 
-// 16-byte vectors when both ends are 16-byte aligned, else bytes (user buffers may be only
-// element-aligned: a vector access there faults on a GPU).
+// The whole grid copies (portable.h's stridedCopy: vectors only where both ends allow them).
 ACCL_DEV void copy(void* dstv, const void* srcv, size_t bytes) {
-  char* dst = static_cast<char*>(dstv);
-  const char* src = static_cast<const char*>(srcv);
-  size_t head = 0;
-  if (vecAligned(dst, src)) {
-    const size_t vecs = bytes / 16;
-    for (size_t i = globalThread(); i < vecs; i += gridThreads()) storeVec(dst + 16 * i, loadVec(src + 16 * i));
-    head = vecs * 16;
-  }
-  for (size_t i = head + globalThread(); i < bytes; i += gridThreads()) dst[i] = src[i];
+  stridedCopy(static_cast<char*>(dstv), static_cast<const char*>(srcv), bytes, globalThread(), gridThreads());
 }
 
 }  // namespace accl::kern::body

@@ -180,6 +180,19 @@ ACCL_DEV void storeVec(void* p, Vec16 v) {
   *static_cast<Vec16*>(p) = v;
 }
 
+// Copies `bytes`, thread `first` of `step` threads taking every step-th piece: 16-byte vectors
+// when both ends are 16-byte aligned, else bytes (user buffers may be only element-aligned: a
+// vector access there faults on a GPU).
+ACCL_DEV void stridedCopy(char* dst, const char* src, size_t bytes, size_t first, size_t step) {
+  size_t head = 0;
+  if (vecAligned(dst, src)) {
+    const size_t vecs = bytes / 16;
+    for (size_t i = first; i < vecs; i += step) storeVec(dst + 16 * i, loadVec(src + 16 * i));
+    head = vecs * 16;
+  }
+  for (size_t i = head + first; i < bytes; i += step) dst[i] = src[i];
+}
+
 }  // namespace accl::kern
 
 #if !ACCL_DEVICE_BUILD

@@ -44,13 +44,13 @@ using accl_test::runThreadRanks;
   ncclComm_t comm = nullptr;                                      \
   ASSERT_EQ(ncclSuccess, accl_test::initChildRankComm(role, &comm))
 
-TEST(CudaBackend, MatrixOnTwoThreadRanksOnOneDevice) {
+// The whole matrix on n thread ranks of this process sharing device 0.
+void matrixOnThreadRanksOnOneDevice(int n) {
   REQUIRE_DRIVER(d);
-  const int n = 2;
   accl_test::MatrixScope scope;
   const auto cases = accl_test::buildMatrix(n, scope);
   std::vector<std::vector<std::string>> perRank(n);
-  accl_test::Watchdog watchdog(n, 120);
+  accl_test::Watchdog watchdog(n, 240);
   std::string error;
   bool ok = runThreadRanks(
       n,
@@ -63,6 +63,10 @@ TEST(CudaBackend, MatrixOnTwoThreadRanksOnOneDevice) {
   ASSERT_TRUE(ok) << error;
   for (int r = 0; r < n; r++) EXPECT_TRUE(perRank[r].empty()) << accl_test::joinedLines(perRank[r]);
 }
+
+TEST(CudaBackend, MatrixOnTwoThreadRanksOnOneDevice) { matrixOnThreadRanksOnOneDevice(2); }
+// Four ranks of one process on one device: their kernels (10 blocks each) run side by side.
+TEST(CudaBackend, MatrixOnFourThreadRanksOnOneDevice) { matrixOnThreadRanksOnOneDevice(4); }
 
 // The matrix with every rank on its own device (one rank per GPU, as torchrun and Megatron-LM
 // run): the kernels reach each other's mailboxes through peer access. ctest runs it with four
@@ -106,27 +110,6 @@ TEST(CudaBackend, MatrixOnTwoThreadRanksOnTwoDevices) { matrixOnThreadRanksOnThe
 TEST(CudaBackend, MatrixOnFourThreadRanksOnFourDevices) { matrixOnThreadRanksOnTheirOwnDevices(4, false); }
 TEST(CudaBackend, MatrixOnFourThreadRanksOnFourDevicesWithOneHardwareQueue) {
   matrixOnThreadRanksOnTheirOwnDevices(4, true);
-}
-
-// Four ranks of one process on one device: their kernels (10 blocks each) run side by side.
-TEST(CudaBackend, MatrixOnFourThreadRanksOnOneDevice) {
-  REQUIRE_DRIVER(d);
-  const int n = 4;
-  accl_test::MatrixScope scope;
-  const auto cases = accl_test::buildMatrix(n, scope);
-  std::vector<std::vector<std::string>> perRank(n);
-  accl_test::Watchdog watchdog(n, 240);
-  std::string error;
-  bool ok = runThreadRanks(
-      n,
-      [&](ncclComm_t comm, int rank) {
-        useDevice(0);
-        DriverMatrixDevice dev(*d, true);
-        perRank[rank] = accl_test::runMatrixCases(comm, rank, n, cases, &watchdog, false, &dev);
-      },
-      &error);
-  ASSERT_TRUE(ok) << error;
-  for (int r = 0; r < n; r++) EXPECT_TRUE(perRank[r].empty()) << accl_test::joinedLines(perRank[r]);
 }
 
 // One rank: every collective is its own kernel launch on the user's stream (no gate, no
