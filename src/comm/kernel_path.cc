@@ -175,9 +175,17 @@ ncclResult_t KernelPath::checkKernels(Comm& c) {
 
 void KernelPath::orderAfterPrevious(dev::Backend& backend, const dev::StreamRef& s) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (launched_ && !(last_ == s)) backend.orderAfter(last_, {s});
-  last_ = s;
-  launched_ = true;
+  if (marked_) backend.waitMarker(s, marker_);
+}
+
+void KernelPath::markLaunched(dev::Backend& backend, const dev::StreamRef& s, bool capturing) {
+  std::lock_guard<std::mutex> lk(mu_);
+  // A captured launch runs when its graph is launched: ordering later work after it is the
+  // caller's (as with any captured work); the record stays the last uncaptured one.
+  if (capturing) return;
+  if (!marker_) marker_ = backend.newMarker();
+  backend.recordMarker(marker_, s);
+  marked_ = marker_ != nullptr;
 }
 
 ncclResult_t KernelPath::staging(size_t bytes, bool capturing, char** out) {

@@ -34,9 +34,12 @@ class KernelPath {
   void watchPeerProcesses(Comm* c);
   // The part of every launch's arguments that is the same for every call.
   void fillCommon(kern::CollKernelArgs* a) const;
-  // Orders a launch on `s` after this communicator's previous launch when that was on
-  // another stream (a rank's launches must not overlap: they share its mailbox positions).
+  // Orders a launch on `s` after this rank's previous launches, whatever stream they were on (a
+  // rank's launches must not overlap: they share its mailbox positions), and records, once the
+  // launches are queued, where the next ones must wait. The previous stream itself is not kept:
+  // it may be destroyed and its handle reused for another rank's stream.
   void orderAfterPrevious(dev::Backend& backend, const dev::StreamRef& s);
+  void markLaunched(dev::Backend& backend, const dev::StreamRef& s, bool capturing);
   // Device memory of at least `bytes` for staging sends that a receive of the same launch
   // overwrites. Kept until the communicator goes (a captured graph may still read an older
   // one); grown only outside capture: a capturing caller that needs more gets an error.
@@ -57,8 +60,8 @@ class KernelPath {
   std::thread watcher_;
   std::atomic<bool> stopWatching_{false};
   std::mutex mu_;
-  dev::StreamRef last_;
-  bool launched_ = false;
+  std::shared_ptr<void> marker_;  // recorded after this rank's last launches (not captured ones)
+  bool marked_ = false;
   std::vector<dev::Buffer> staging_;  // the last one is the current (largest)
   size_t stagingBytes_ = 0;
 };

@@ -128,6 +128,12 @@ class Backend {
     *why = "no device";
     return false;
   }
+  // An event owned by the caller, for ordering launches across streams: record it on one
+  // stream, make another wait for that record (no reference to the first stream is kept, so it
+  // may be destroyed meanwhile). Null where the backend has no events.
+  virtual std::shared_ptr<void> newMarker() { return nullptr; }
+  virtual void recordMarker(const std::shared_ptr<void>& m, const StreamRef& s) { (void)m, (void)s; }
+  virtual void waitMarker(const StreamRef& s, const std::shared_ptr<void>& m) { (void)s, (void)m; }
   // A probe that says whether everything queued on `s` so far has run (an event recorded now);
   // always true for a capturing stream (its work runs when the graph is launched).
   virtual std::function<bool()> completionProbe(const StreamRef& s) {

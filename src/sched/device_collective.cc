@@ -328,6 +328,7 @@ ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops) {
     NCCLCHECK(d.finish("a group's sends and receives"));
     if (d.args().ntasks > 0) NCCLCHECK(backend.launchCollective(first, ncclInt8, dev::RedKind::Sum, d.args()));
   }
+  for (RankOps& r : ranks) r.comm->kernelPath->markLaunched(backend, first, capturing);
   if (!others.empty()) backend.orderAfter(first, others);
   return ncclSuccess;
 }

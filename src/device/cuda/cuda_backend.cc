@@ -185,6 +185,28 @@ class CudaBackend final : public Backend {
     return r == kSuccess ? ncclSuccess : ncclUnhandledCudaError;
   }
 
+  std::shared_ptr<void> newMarker() override {
+    ContextScope scope(api_, dev_.context());
+    CUevent ev = nullptr;
+    if (api_.eventCreate(&ev, kEventDisableTiming) != kSuccess) return nullptr;
+    const DriverApi* api = &api_;
+    CUcontext ctx = dev_.context();
+    return std::shared_ptr<void>(ev, [api, ctx](void* e) {
+      ContextScope s(*api, ctx);
+      api->eventDestroy(static_cast<CUevent>(e));
+    });
+  }
+  void recordMarker(const std::shared_ptr<void>& m, const StreamRef& s) override {
+    if (!m) return;
+    ContextScope scope(api_, dev_.context());
+    api_.eventRecord(static_cast<CUevent>(m.get()), s.handle);
+  }
+  void waitMarker(const StreamRef& s, const std::shared_ptr<void>& m) override {
+    if (!m) return;
+    ContextScope scope(api_, dev_.context());
+    api_.streamWaitEvent(s.handle, static_cast<CUevent>(m.get()), 0);
+  }
+
   std::function<bool()> completionProbe(const StreamRef& s) override {
     if (streamCapturing(s)) return [] { return true; };
     ContextScope scope(api_, dev_.context());
