@@ -2,7 +2,9 @@
 # launch expects: every rank gets RANK, WORLD_SIZE, LOCAL_RANK and NCCL_COMM_ID (rank 0's
 # eth0; the harness meets out of band on the next port). Needs pods.sh sourced.
 
-NEXT_PORT=$((21000 + $$ % 20000))
+# Below the kernel's ephemeral range (32768+), where ranks' own listeners (port 0) land: a
+# rendezvous port there could already be taken by one of them ("Address already in use").
+NEXT_PORT=$((20000 + $$ % 10000))
 
 # run_world <ranks per pod> <log dir> <timeout s> <env assignments...> -- <command...>
 # Starts every rank in the background; WORLD_PIDS holds their pids, logs go to <log dir>/rank<r>.log.
