@@ -75,9 +75,15 @@ KernelPath::~KernelPath() {
   opened_.clear();
   if (own_.get() == nullptr) return;
   if (aborted) {
-    // A kernel of a peer process may still be reading ours: the device frees it once its
-    // streams let it go (deferred_release.h).
-    dev::releaseLater(backend_, std::move(own_));
+    // Kernels (ours, or a peer process's) may still be queued or running: the mailbox is freed
+    // once the device lets it go (deferred_release.h), and only then the word they poll.
+    auto own = std::make_shared<dev::Buffer>(std::move(own_));
+    auto word = std::make_shared<dev::Buffer>(std::move(abortWord_));
+    char* p = own->get();
+    dev::releaseLater(backend_, dev::Buffer(p, [own, word](char*) mutable {
+                        own.reset();
+                        word.reset();
+                      }));
     return;
   }
   // Ours is freed once every process that mapped it has said it unmapped it (or has exited):

@@ -49,11 +49,13 @@ class KernelPath {
   friend ncclResult_t setUpKernelPath(Comm* c);
   std::shared_ptr<dev::Backend> backend_;
   int rank_ = 0, nranks_ = 0;
+  // Declared before own_, so freed after it: cuMemFree of the mailbox waits for this rank's
+  // kernels, which poll the word until they end.
+  dev::Buffer abortWord_;             // mapped host memory
   dev::Buffer own_;                   // this rank's mailbox (exported)
   std::vector<dev::Buffer> opened_;   // other processes' mailboxes, mapped here
   char* base_[kern::kMailboxRanks] = {};
   std::vector<std::pair<int, int>> otherProcesses_;  // rank, pid (0: another pid namespace): they map ours
-  dev::Buffer abortWord_;             // mapped host memory
   uint64_t* abortHost_ = nullptr;  // [0]: abort; [1..]: the kernels' report (kern::ReportWord)
   const uint64_t* abortDevice_ = nullptr;
   bool reported_ = false;
