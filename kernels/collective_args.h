@@ -38,7 +38,6 @@ struct MailboxHeader {
   // send task to each peer has posted (an in-place fold overwrites its input only after).
   uint64_t folded[kChannels];
   uint64_t sentChunks[kMailboxRanks];
-  uint64_t error;                               // non-zero: a kernel of this rank gave up (abort)
   // Set by rank r (non-zero) once it has unmapped this mailbox at ncclCommDestroy: the owner
   // frees it only then (freeing exported memory a peer still has open is undefined behaviour).
   uint64_t closedBy[kMailboxRanks];

@@ -36,7 +36,6 @@ ncclResult_t createComm(const char* fn, ncclComm_t* out, int nranks, const ncclU
     cudaDev = -1;
   } else {
     NCCLCHECK(dev::backendForNewComm(&impl->backend, &cudaDev));
-    NCCLCHECK(impl->backend->admitCommunicator(fn, nranks));
   }
   impl->cudaDev = cudaDev;
   impl->rank = rank;  // known before a non-blocking init finishes

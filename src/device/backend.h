@@ -81,13 +81,6 @@ class Backend {
     return "";
   }
 
-  // Whether a communicator of `nranks` ranks can run on this backend in this process's set-up;
-  // an error with a WARN naming the setting to change when it would hang instead.
-  virtual ncclResult_t admitCommunicator(const char* fn, int nranks) {
-    (void)fn, (void)nranks;
-    return ncclSuccess;
-  }
-
   // ncclMemAlloc / ncclMemFree: `fn` names the entry point in WARN lines.
   virtual ncclResult_t memAlloc(const char* fn, void** ptr, size_t bytes) = 0;
   virtual ncclResult_t memFree(const char* fn, void* ptr) = 0;
@@ -140,6 +133,9 @@ class Backend {
     (void)s;
     return [] { return true; };
   }
+  // Where this backend's kernels reach user memory at p: p itself, or the device mapping of
+  // mapped pinned host memory (null stays null).
+  virtual const void* kernelAddress(const void* p) { return p; }
   // Whether work queued on `s` now is being captured into a graph.
   virtual bool streamCapturing(const StreamRef& s) {
     (void)s;

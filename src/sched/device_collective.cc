@@ -64,7 +64,7 @@ class LaunchDraft {
   // Lays the tasks out in the arguments; an error (WARNed) when they do not fit.
   ncclResult_t finish(const char* what) {
     size_t segs = 0;
-    for (const Draft& d : tasks_) segs += std::max<size_t>(1, d.segs.size());
+    for (const Draft& d : tasks_) segs += d.segs.size();
     if (tasks_.size() > static_cast<size_t>(kern::kMaxTasks) || segs > static_cast<size_t>(kern::kMaxSegments)) {
       WARN("%s: %zu streams of %zu pieces do not fit one launch of the collective kernel (at most %d and %d): split "
            "the group",
@@ -200,6 +200,22 @@ void buildCollective(const OpDesc& op, int rank, int n, LaunchDraft* d) {
   }
 }
 
+// Queues a copy of `bytes` at src into staging memory at dst on `stream`, ahead of the launch.
+ncclResult_t copyAside(dev::Backend& backend, const dev::StreamRef& stream, char* dst, const void* src, size_t bytes) {
+  dev::StreamRef direct = stream;
+  direct.direct = true;
+  backend.copy(direct, dst, src, bytes, false);
+  return backend.failed() ? ncclUnhandledCudaError : ncclSuccess;
+}
+
+// Where the kernel reaches the op's buffers (mapped pinned host memory through its device
+// mapping): asked once per op, before its tasks are built.
+void toKernelAddresses(dev::Backend& backend, OpDesc* op) {
+  op->sendbuff = backend.kernelAddress(op->sendbuff);
+  op->recvbuff = const_cast<void*>(backend.kernelAddress(op->recvbuff));
+  op->deviceScalar = backend.kernelAddress(op->deviceScalar);
+}
+
 // A group's sends and receives (and in-place all-to-all) in one launch: sends to a peer in
 // call order on channel 0, receives likewise; a send to self is a local copy of the matching
 // receive. Sends that a receive of the launch overwrites are staged first (stream-ordered
@@ -224,17 +240,14 @@ ncclResult_t buildPointToPoint(std::vector<OpDesc*>& p2p, KernelPath& kp, const 
   if (!staged.empty()) {
     char* base = nullptr;
     NCCLCHECK(kp.staging(stageBytes, capturing, &base));
-    dev::StreamRef direct = stream;
-    direct.direct = true;
     for (auto& [op, off] : staged) {
-      const size_t b = op->count * dev::typeSize(op->type);
-      backend.copy(direct, base + off, op->sendbuff, b, false);
+      NCCLCHECK(copyAside(backend, stream, base + off, op->sendbuff, op->count * dev::typeSize(op->type)));
       op->sendbuff = base + off;
     }
-    if (backend.failed()) return ncclUnhandledCudaError;
   }
   std::vector<OpDesc*> selfSends, selfRecvs;
   for (OpDesc* op : p2p) {
+    toKernelAddresses(backend, op);
     const size_t b = op->count * dev::typeSize(op->type);
     if (op->peer == rank) {
       (op->kind == OpKind::Send ? selfSends : selfRecvs).push_back(op);
@@ -263,10 +276,7 @@ ncclResult_t stageAlltoAll(OpDesc* op, KernelPath& kp, dev::Backend& backend, co
   if (!spanOf(op->sendbuff, b).overlaps(spanOf(op->recvbuff, b))) return ncclSuccess;
   char* staged = nullptr;
   NCCLCHECK(kp.staging(b, capturing, &staged));
-  dev::StreamRef direct = s;
-  direct.direct = true;
-  backend.copy(direct, staged, op->sendbuff, b, false);
-  if (backend.failed()) return ncclUnhandledCudaError;
+  NCCLCHECK(copyAside(backend, s, staged, op->sendbuff, b));
   op->sendbuff = staged;
   return ncclSuccess;
 }
@@ -311,6 +321,7 @@ ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops) {
       if (j >= r.colls.size()) continue;
       OpDesc* op = r.colls[j];
       if (op->kind == OpKind::AlltoAll) NCCLCHECK(stageAlltoAll(op, *r.comm->kernelPath, backend, first, capturing));
+      toKernelAddresses(backend, op);
       buildCollective(*op, r.comm->rank, r.comm->nranks, &d);
       if (!lead) lead = op;
     }

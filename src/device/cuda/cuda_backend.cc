@@ -305,17 +305,11 @@ class CudaBackend final : public Backend {
     CUfunction fn = dev_.kernel(name);
     if (fn == nullptr) return ncclInternalError;  // WARNed by kernel()
     kern::CollKernelArgs a = args;
-    // User buffers in mapped pinned host memory are reached through their device mapping.
-    for (int i = 0; i < kern::kMaxSegments; i++) {
-      a.segments[i].src = static_cast<const char*>(kernelView(a.segments[i].src));
-      a.segments[i].dst = static_cast<char*>(const_cast<void*>(kernelView(a.segments[i].dst)));
-    }
     bool zeroed[kern::kMailboxRanks] = {};
     for (int i = 0; i < a.ntasks; i++) {
       const int rank = a.tasks[i].rank;
       if (zeroed[rank]) continue;
       zeroed[rank] = true;
-      a.scalarPtr[rank] = kernelView(a.scalarPtr[rank]);
       // The launch's progress counters in the rank's own mailbox start at 0.
       static_assert(offsetof(kern::MailboxHeader, sentChunks) ==
                     offsetof(kern::MailboxHeader, folded) + sizeof(kern::MailboxHeader::folded));
@@ -652,8 +646,7 @@ class CudaBackend final : public Backend {
     return reinterpret_cast<void*>(mapped);
   }
 
-  // Where a kernel reaches a user pointer (null stays null).
-  const void* kernelView(const void* p) {
+  const void* kernelAddress(const void* p) override {
     if (p == nullptr) return p;
     void* d = deviceAddress(p);
     return d ? d : p;
