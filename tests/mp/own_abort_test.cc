@@ -19,6 +19,7 @@ namespace {
 
 struct Shared {
   accl_forked::SharedId uid;
+  int aborted;  // set by rank 1 once its ncclCommAbort returned
   int result[2];
   char lastError[2][512];
 };
@@ -39,20 +40,25 @@ TEST_P(OwnAbort, TheAbortingRanksGroupEndBlamesItsOwnAbortNotAPeer) {
         setenv("NCCL_DEBUG_FILE", (base + "." + std::to_string(rank) + ".log").c_str(), 1);
         if (sockets) setenv("NCCL_SHM_DISABLE", "1", 1);
         ncclComm_t comm = accl_forked::initForkedRank(&sh->uid, 2, rank);
-        std::vector<float> buf(16 << 20, 1.0f);  // long enough to be aborted midway
-        std::thread aborter;
-        if (rank == 1)
-          aborter = std::thread([comm] {
-            usleep(30 * 1000);
-            ncclCommAbort(comm);
-          });
+        if (rank == 0) {
+          // Rank 0 stays out of the group until rank 1 has aborted, so rank 1's group can only
+          // end through its own abort (it once finished within the 30 ms on an idle machine).
+          while (__atomic_load_n(&sh->aborted, __ATOMIC_ACQUIRE) == 0) usleep(1000);
+          ncclCommAbort(comm);
+          _exit(0);
+        }
+        std::vector<float> buf(16 << 20, 1.0f);
+        std::thread aborter([comm, sh] {
+          usleep(30 * 1000);
+          ncclCommAbort(comm);
+          __atomic_store_n(&sh->aborted, 1, __ATOMIC_RELEASE);
+        });
         ncclGroupStart();
         ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr);
         ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr);
         sh->result[rank] = ncclGroupEnd();
         snprintf(sh->lastError[rank], sizeof(sh->lastError[rank]), "%s", ncclGetLastError(nullptr));
-        if (rank == 1) aborter.join();
-        else ncclCommAbort(comm);
+        aborter.join();
         _exit(0);
       },
       &pids));
