@@ -15,6 +15,14 @@
 // mailbox; the sender reuses a slot only once freed says the chunk kSlots before it is done.
 // Counters only grow, across calls and graph replays; each task keeps its stream's position
 // (sent/consumed) in its own rank's header and writes it back when it ends.
+//
+// Peers reached only through the network (ranks on other hosts, or every peer with
+// NCCL_P2P_DISABLE=1) have no mailbox here. A rank's kernel then talks to its own proxy box,
+// pinned host memory mapped for the device (src/comm/net_proxy.h): a send fills an out slot
+// for the peer and posts it; the rank's proxy thread hands the slot to the network connection
+// and frees it. The peer's proxy writes what arrives into an in slot of the peer's box and
+// posts it; the peer's kernel uses it and frees it. Same counters, same rules, both local:
+// the network connection in between carries the flow control across hosts.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +58,30 @@ constexpr size_t mailboxBytes(int nranks) {
 }
 constexpr size_t slotOffset(int src, int ch, uint64_t chunk) {
   return kMailboxHeaderBytes + ((static_cast<size_t>(src) * kChannels + ch) * kSlots + chunk % kSlots) * kChunkBytes;
+}
+
+struct ProxyHeader {
+  uint64_t outPosted[kMailboxRanks][kChannels];  // kernel: chunks it put in out slots for peer p
+  uint64_t outFreed[kMailboxRanks][kChannels];   // proxy: chunks it handed to the connection
+  uint64_t inPosted[kMailboxRanks][kChannels];   // proxy: chunks of peer p it put in in slots
+  uint64_t inFreed[kMailboxRanks][kChannels];    // kernel: chunks of p it is done with
+  // kernel: chunks of p it waits for (the proxy reads the connection only for them, so a peer
+  // that destroyed its communicator is an error only when a kernel still needs it, as on the host)
+  uint64_t inWanted[kMailboxRanks][kChannels];
+  uint64_t outBytes[kMailboxRanks][kChannels][kSlots];  // kernel: bytes in each out slot
+};
+constexpr size_t kProxyHeaderBytes = 4096;
+static_assert(sizeof(ProxyHeader) <= kProxyHeaderBytes, "proxy header");
+
+// Out slots for every peer, then in slots for every peer, indexed by peer rank.
+constexpr size_t proxyBoxBytes(int nranks) {
+  return kProxyHeaderBytes + 2 * static_cast<size_t>(nranks) * kChannels * kSlots * kChunkBytes;
+}
+constexpr size_t proxyOutOffset(int peer, int ch, uint64_t chunk) {
+  return kProxyHeaderBytes + ((static_cast<size_t>(peer) * kChannels + ch) * kSlots + chunk % kSlots) * kChunkBytes;
+}
+constexpr size_t proxyInOffset(int nranks, int peer, int ch, uint64_t chunk) {
+  return proxyOutOffset(peer, ch, chunk) + static_cast<size_t>(nranks) * kChannels * kSlots * kChunkBytes;
 }
 
 // A run of bytes a task moves: Send reads src, Recv writes dst, Copy both; Fold reads src (this
@@ -102,6 +134,11 @@ struct CollKernelArgs {
   // Every rank's mailbox as this process reaches it ([rank]: its own), and a word in mapped
   // host memory that the host sets to make waiting kernels give up (abort, a failed peer).
   char* mailbox[kMailboxRanks];
+  // [rank]: that rank's proxy box (device address), for ranks of this launch that have peers
+  // they reach through the network; viaNet[peer]: the peer is one of those (the same for every
+  // rank of one process: another host, or NCCL_P2P_DISABLE=1).
+  char* proxyBox[kMailboxRanks];
+  uint8_t viaNet[kMailboxRanks];
   const uint64_t* abortFlag;
   // ACCL_TIMEOUT: a wait that sees no progress for this long gives up and says why in the
   // report (mapped host memory the host reads); 0 waits like NCCL, until aborted.

@@ -21,6 +21,43 @@ ACCL_DEV MailboxHeader* header(const CollKernelArgs& a, int rank) {
   return devicePointer(reinterpret_cast<MailboxHeader*>(a.mailbox[rank]));
 }
 
+ACCL_DEV ProxyHeader* proxy(const CollKernelArgs& a, int rank) {
+  return devicePointer(reinterpret_cast<ProxyHeader*>(a.proxyBox[rank]));
+}
+
+// One chunk's place in a stream between two ranks: its slot, the counter that says it is
+// there (posted) and the one that says the receiving side is done with it (freed).
+struct Link {
+  char* slot;
+  uint64_t* posted;
+  uint64_t* freed;
+};
+
+// Chunk g of `rank`'s stream to `peer` on channel ch: in the peer's mailbox, or in an out slot
+// of the rank's own proxy box when the peer is reached through the network.
+ACCL_DEV Link outgoing(const CollKernelArgs& a, int rank, int peer, int ch, uint64_t g) {
+  if (a.viaNet[peer]) {
+    ProxyHeader* h = proxy(a, rank);
+    return {devicePointer(a.proxyBox[rank] + proxyOutOffset(peer, ch, g)), &h->outPosted[peer][ch],
+            &h->outFreed[peer][ch]};
+  }
+  return {devicePointer(a.mailbox[peer] + slotOffset(rank, ch, g)), &header(a, peer)->posted[rank][ch],
+          &header(a, rank)->freed[peer][ch]};
+}
+
+// Chunk g of `peer`'s stream to `rank` on channel ch: in the rank's mailbox, or in an in slot of
+// its proxy box (the proxy put it there; asking for it tells the proxy it is wanted).
+ACCL_DEV Link incoming(const CollKernelArgs& a, int rank, int peer, int ch, uint64_t g) {
+  if (a.viaNet[peer]) {
+    ProxyHeader* h = proxy(a, rank);
+    if (threadIndex() == 0 && loadAcquire(&h->inWanted[peer][ch]) < g + 1) storeRelease(&h->inWanted[peer][ch], g + 1);
+    return {devicePointer(a.proxyBox[rank] + proxyInOffset(a.nranks, peer, ch, g)), &h->inPosted[peer][ch],
+            &h->inFreed[peer][ch]};
+  }
+  return {devicePointer(a.mailbox[rank] + slotOffset(peer, ch, g)), &header(a, rank)->posted[peer][ch],
+          &header(a, peer)->freed[rank][ch]};
+}
+
 // What a wait is for, for the report when it times out.
 struct WaitFor {
   int rank, peer, ch;
@@ -88,25 +125,24 @@ ACCL_DEV void runSend(const CollKernelArgs& a, const KTask& t) {
   MailboxHeader* me = header(a, t.rank);
   uint64_t g = me->sent[t.peer][t.ch];
   syncBlock();  // everyone has read the position before thread 0 may write it back
-  char* peerBase = a.mailbox[t.peer];
-  MailboxHeader* peer = header(a, t.peer);
   for (int s = 0; s < t.segments; s++) {
     const KSegment& seg = a.segments[t.firstSegment + s];
     for (uint64_t off = 0, i = 0; off < seg.bytes; off += kChunkBytes, i++, g++) {
       const size_t n = seg.bytes - off < kChunkBytes ? seg.bytes - off : kChunkBytes;
+      const Link out = outgoing(a, t.rank, t.peer, t.ch, g);
       if (g >= static_cast<uint64_t>(kSlots) &&
-          !waitAtLeast(a, &me->freed[t.peer][t.ch], g + 1 - kSlots, {t.rank, t.peer, t.ch, kWaitPeerSpace, g}))
+          !waitAtLeast(a, out.freed, g + 1 - kSlots, {t.rank, t.peer, t.ch, kWaitPeerSpace, g}))
         return;
       if (seg.foldWait &&
           !waitAtLeast(a, &me->folded[seg.foldWait - 1], i + 1, {t.rank, t.rank, t.ch, kWaitOwnFold, i}))
         return;
-      char* slot = devicePointer(peerBase + slotOffset(t.rank, t.ch, g));
       const char* src = devicePointer(seg.src + off);
-      if (seg.scaled) blockScale<E>(slot, src, n, scalarOf<E>(a, t.rank));
-      else blockCopy(slot, src, n);
+      if (seg.scaled) blockScale<E>(out.slot, src, n, scalarOf<E>(a, t.rank));
+      else blockCopy(out.slot, src, n);
       syncBlock();
       if (threadIndex() == 0) {
-        storeRelease(&peer->posted[t.rank][t.ch], g + 1);
+        if (a.viaNet[t.peer]) proxy(a, t.rank)->outBytes[t.peer][t.ch][g % kSlots] = n;  // the proxy sends n bytes
+        storeRelease(out.posted, g + 1);
         if (t.ch == 0) storeRelease(&me->sentChunks[t.peer], i + 1);
       }
     }
@@ -118,16 +154,15 @@ ACCL_DEV void runRecv(const CollKernelArgs& a, const KTask& t) {
   MailboxHeader* me = header(a, t.rank);
   uint64_t g = me->consumed[t.peer][t.ch];
   syncBlock();
-  char* myBase = a.mailbox[t.rank];
-  MailboxHeader* peer = header(a, t.peer);
   for (int s = 0; s < t.segments; s++) {
     const KSegment& seg = a.segments[t.firstSegment + s];
     for (uint64_t off = 0; off < seg.bytes; off += kChunkBytes, g++) {
       const size_t n = seg.bytes - off < kChunkBytes ? seg.bytes - off : kChunkBytes;
-      if (!waitAtLeast(a, &me->posted[t.peer][t.ch], g + 1, {t.rank, t.peer, t.ch, kWaitPeerData, g})) return;
-      blockCopy(devicePointer(seg.dst + off), devicePointer(myBase + slotOffset(t.peer, t.ch, g)), n);
+      const Link in = incoming(a, t.rank, t.peer, t.ch, g);
+      if (!waitAtLeast(a, in.posted, g + 1, {t.rank, t.peer, t.ch, kWaitPeerData, g})) return;
+      blockCopy(devicePointer(seg.dst + off), in.slot, n);
       syncBlock();
-      if (threadIndex() == 0) storeRelease(&peer->freed[t.rank][t.ch], g + 1);
+      if (threadIndex() == 0) storeRelease(in.freed, g + 1);
     }
   }
   if (threadIndex() == 0) me->consumed[t.peer][t.ch] = g;
@@ -152,7 +187,6 @@ ACCL_DEV void runFold(const CollKernelArgs& a, const KTask& t) {
   const int rank = t.rank;
   const bool scaled = a.scalarKind[rank] != ScalarKind::None;
   const C k = scaled ? scalarOf<E>(a, rank) : C{};
-  char* myBase = a.mailbox[rank];
   uint64_t i = 0;
   for (uint64_t off = 0; off < seg.bytes; off += kChunkBytes, i++) {
     const size_t n = (seg.bytes - off < kChunkBytes ? seg.bytes - off : kChunkBytes) / sizeof(S);
@@ -162,8 +196,9 @@ ACCL_DEV void runFold(const CollKernelArgs& a, const KTask& t) {
         in[r] = reinterpret_cast<const S*>(devicePointer(seg.src + off));
         continue;
       }
-      if (!waitAtLeast(a, &me->posted[r][t.ch], g[r] + 1, {rank, r, t.ch, kWaitPeerData, g[r]})) return;
-      in[r] = reinterpret_cast<const S*>(devicePointer(myBase + slotOffset(r, t.ch, g[r])));
+      const Link l = incoming(a, rank, r, t.ch, g[r]);
+      if (!waitAtLeast(a, l.posted, g[r] + 1, {rank, r, t.ch, kWaitPeerData, g[r]})) return;
+      in[r] = reinterpret_cast<const S*>(l.slot);
     }
     if (seg.foldWait)
       for (int r = 0; r < a.nranks; r++)
@@ -183,7 +218,7 @@ ACCL_DEV void runFold(const CollKernelArgs& a, const KTask& t) {
     if (threadIndex() == 0) {
       for (int r = 0; r < a.nranks; r++) {
         if (r == rank) continue;
-        storeRelease(&header(a, r)->freed[rank][t.ch], g[r] + 1);
+        storeRelease(incoming(a, rank, r, t.ch, g[r]).freed, g[r] + 1);
       }
       storeRelease(&me->folded[t.ch], i + 1);
     }

@@ -31,7 +31,10 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   NCCLCHECK(lookupComm(comm, "ncclCommDestroy", &c));
   unregisterComm(comm);
   waitIdle(*c);
-  if (c->kernelPath) c->kernelPath->checkKernels(*c);  // says so if a kernel gave up
+  if (c->kernelPath) {
+    c->kernelPath->checkKernels(*c);  // says so if a kernel gave up
+    c->kernelPath->finishSends(*c);   // what its network proxy still has to send, before depart()
+  }
   c->backend->shutdown(false);
   c->depart();
   traceFlush();

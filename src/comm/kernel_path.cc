@@ -28,17 +28,23 @@ struct MailboxRecord {
   dev::SharedHandle handle;
 };
 
+// Whether `rank`'s collective kernels reach `peer` through the network proxy rather than the
+// peer's mailbox: a peer on another host, or any peer when NCCL_P2P_DISABLE=1 (the same answer
+// on both ranks of the pair, and for every rank of one process).
+bool reachedViaNet(const Comm& c, int peer) {
+  return param::p2pDisable() != 0 || c.peers[peer].hostHash != c.peers[c.rank].hostHash;
+}
+
 // Why this communicator cannot use the kernel path ("" when it can), from what every rank
 // published: the same decision on every rank.
 std::string ineligible(const Comm& c) {
   if (!c.backend->runsCollectiveKernels()) return "its backend runs no collective kernels";
   if (c.nranks > kern::kMailboxRanks)
     return std::to_string(c.nranks) + " ranks (at most " + std::to_string(kern::kMailboxRanks) + ")";
-  if (param::p2pDisable() != 0) return "NCCL_P2P_DISABLE=1";
-  const PeerInfo& me = c.peers[c.rank];
-  for (const PeerInfo& p : c.peers) {
-    if (p.hostHash != me.hostHash) return "ranks on other hosts (the network proxy is not built yet)";
-    if (p.deviceId == 0) return "ranks on host memory";
+  for (int r = 0; r < c.nranks; r++) {
+    if (c.peers[r].deviceId == 0) return "ranks on host memory";
+    if (r != c.rank && reachedViaNet(c, r) && c.peerTransport[r] == nullptr)
+      return "no transport connects " + c.describePeer(r);
   }
   return "";
 }
@@ -66,6 +72,7 @@ ncclResult_t refuseGateModelUnderOneQueue(const Comm* c, const std::string& why)
 KernelPath::~KernelPath() {
   stopWatching_ = true;
   if (watcher_.joinable()) watcher_.join();
+  proxy_.reset();  // its thread writes into the proxy box
   const bool aborted = abortHost_ && *abortHost_ != 0;
   // Tell every other process we are done with its mailbox, then unmap them.
   if (!aborted)
@@ -78,10 +85,12 @@ KernelPath::~KernelPath() {
     // Kernels (ours, or a peer process's) may still be queued or running: the mailbox is freed
     // once the device lets it go (deferred_release.h), and only then the word they poll.
     auto own = std::make_shared<dev::Buffer>(std::move(own_));
+    auto box = std::make_shared<dev::Buffer>(std::move(proxyBox_));
     auto word = std::make_shared<dev::Buffer>(std::move(abortWord_));
     char* p = own->get();
-    dev::releaseLater(backend_, dev::Buffer(p, [own, word](char*) mutable {
+    dev::releaseLater(backend_, dev::Buffer(p, [own, box, word](char*) mutable {
                         own.reset();
+                        box.reset();
                         word.reset();
                       }));
     return;
@@ -139,10 +148,47 @@ void KernelPath::stopKernels() {
 void KernelPath::fillCommon(kern::CollKernelArgs* a) const {
   std::memset(a, 0, sizeof(*a));
   a->nranks = nranks_;
-  for (int r = 0; r < nranks_; r++) a->mailbox[r] = base_[r];
+  for (int r = 0; r < nranks_; r++) {
+    a->mailbox[r] = base_[r];
+    a->viaNet[r] = viaNet_[r];
+  }
+  fillRank(a);
   a->abortFlag = abortDevice_;
   a->report = const_cast<uint64_t*>(abortDevice_) + 1;
   a->timeoutNs = static_cast<uint64_t>(std::max<int64_t>(0, param::timeoutSec())) * 1000000000ull;
+}
+
+void KernelPath::fillRank(kern::CollKernelArgs* a) const {
+  a->mailbox[rank_] = base_[rank_];  // another rank's fillCommon leaves it out when it reaches us via the network
+  a->proxyBox[rank_] = proxyDevice_;
+}
+
+void KernelPath::finishSends(Comm& c) {
+  if (!proxy_) return;
+  const int64_t t = param::timeoutSec();
+  const auto limit = std::chrono::seconds(t > 0 ? t : 30);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::shared_ptr<void> last;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (marked_) last = marker_;
+  }
+  while (last && !backend_->markerReached(last)) {
+    if (c.asyncError.load() != ncclSuccess || c.abortFlag.load()) return;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      WARN("rank %d: ncclCommDestroy: this rank's last collective kernel has not finished after %lld s; its network "
+           "proxy stops, and peers still waiting for its data will fail",
+           rank_, static_cast<long long>(limit.count()));
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  if (!proxy_->drain(std::max(left, std::chrono::milliseconds(1))) && c.asyncError.load() == ncclSuccess &&
+      !c.abortFlag.load())
+    WARN("rank %d: ncclCommDestroy: the network proxy could not send all of this rank's collective data within %lld "
+         "s; peers still waiting for it will fail",
+         rank_, static_cast<long long>(limit.count()));
 }
 
 ncclResult_t KernelPath::checkKernels(Comm& c) {
@@ -192,6 +238,7 @@ void KernelPath::markLaunched(dev::Backend& backend, const dev::StreamRef& s, bo
   if (!marker_) marker_ = backend.newMarker();
   backend.recordMarker(marker_, s);
   marked_ = marker_ != nullptr;
+  if (proxy_) proxy_->wake();
 }
 
 ncclResult_t KernelPath::staging(size_t bytes, bool capturing, char** out) {
@@ -252,9 +299,16 @@ ncclResult_t setUpKernelPath(Comm* c) {
   bool reachAll = true;
   std::string unreachable;
   for (int r = 0; r < c->nranks && reachAll; r++) {
+    // Also for this rank itself (no task sends to it): a launch carrying several ranks of this
+    // process reads the table filled by one of them, so it must be the same for all of them.
+    kp->viaNet_[r] = reachedViaNet(*c, r) ? 1 : 0;
+    if (kp->viaNet_[r]) continue;
     const bool sameProcess = c->peers[r].pid == me.pid && c->peers[r].pidNs == me.pidNs;
     reachAll = c->backend->reachDevice(devs[r].busId, sameProcess, &unreachable);
   }
+  std::vector<int> netPeers;
+  for (int r = 0; r < c->nranks; r++)
+    if (kp->viaNet_[r] && r != c->rank) netPeers.push_back(r);
   const size_t bytes = kern::mailboxBytes(c->nranks);
   void* abortDev = nullptr;
   if (!reachAll) {
@@ -265,6 +319,13 @@ ncclResult_t setUpKernelPath(Comm* c) {
     mine.addr = reinterpret_cast<uint64_t>(kp->own_.get());
     kp->abortHost_ = reinterpret_cast<uint64_t*>(kp->abortWord_.get());
     kp->abortDevice_ = static_cast<const uint64_t*>(abortDev);
+    void* boxDev = nullptr;
+    if (!netPeers.empty()) {
+      if (c->backend->allocMapped(kern::proxyBoxBytes(c->nranks), &kp->proxyBox_, &boxDev) == ncclSuccess)
+        kp->proxyDevice_ = static_cast<char*>(boxDev);
+      else
+        mine.ok = 0;
+    }
   }
   NCCLCHECK(c->bootstrap->allGather(recs.data(), sizeof(MailboxRecord)));
   for (const MailboxRecord& r : recs)
@@ -276,6 +337,7 @@ ncclResult_t setUpKernelPath(Comm* c) {
       return refuseGateModelUnderOneQueue(c, "a rank cannot reach every other rank's device");
     }
   for (int r = 0; r < c->nranks; r++) {
+    if (kp->viaNet_[r] && r != c->rank) continue;  // no mailbox of its is used here
     if (recs[r].pid == me.pid && recs[r].pidNs == me.pidNs) {
       kp->base_[r] = reinterpret_cast<char*>(recs[r].addr);
       continue;
@@ -290,10 +352,17 @@ ncclResult_t setUpKernelPath(Comm* c) {
     kp->base_[r] = b.get();
     kp->opened_.push_back(std::move(b));
   }
+  if (!netPeers.empty()) {
+    kp->proxy_ = std::make_unique<NetProxy>(c, kp->proxyBox_.get(), netPeers);
+    NCCLCHECK(kp->proxy_->start());
+  }
+  std::string via;
+  for (int r : netPeers) via += (via.empty() ? "" : ", ") + std::to_string(r) + " via " + c->peerTransport[r]->name();
   INFO(kSubsysInit | kSubsysColl,
        "rank %d/%d: collectives run as kernels on the caller's stream (mailboxes of %zu bytes, %d ranks of this "
-       "process on device %d; chunks of %zu bytes, %d in flight per channel, %u threads per block)",
-       c->rank, c->nranks, bytes, inProcess, c->cudaDev, kern::kChunkBytes, kern::kSlots, kern::kCollThreads);
+       "process on device %d; chunks of %zu bytes, %d in flight per channel, %u threads per block); %s%s",
+       c->rank, c->nranks, bytes, inProcess, c->cudaDev, kern::kChunkBytes, kern::kSlots, kern::kCollThreads,
+       netPeers.empty() ? "no peer through the network proxy" : "network proxy for ranks ", via.c_str());
   c->kernelPath = std::move(kp);
   c->kernelPath->watchPeerProcesses(c);
   return ncclSuccess;

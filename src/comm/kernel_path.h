@@ -4,9 +4,11 @@
 // opened, the same process's used as they are) and a word of mapped host memory that makes
 // waiting kernels give up when the communicator is aborted or fails.
 //
-// Used when every rank of the communicator drives the same device on this host (several
-// ranks per GPU, as threads or processes) and there are at most kern::kMailboxRanks of them;
-// communicators with ranks elsewhere use the gate model (docs/gpu.md says what that means).
+// Used when every rank of the communicator drives a device, there are at most
+// kern::kMailboxRanks of them, and the ranks of each host reach each other's devices (the same
+// device, or peer access). Peers on other hosts, and every peer with NCCL_P2P_DISABLE=1, are
+// reached through the rank's network proxy (comm/net_proxy.h) over the transport init chose
+// for them. Other communicators use the gate model (docs/gpu.md says what that means).
 #pragma once
 #include <cstdint>
 #include <atomic>
@@ -15,6 +17,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "comm/net_proxy.h"
 #include "device/backend.h"
 
 namespace accl {
@@ -34,6 +37,12 @@ class KernelPath {
   void watchPeerProcesses(Comm* c);
   // The part of every launch's arguments that is the same for every call.
   void fillCommon(kern::CollKernelArgs* a) const;
+  // What a launch carrying this rank's tasks needs of this rank (its mailbox and proxy box).
+  void fillRank(kern::CollKernelArgs* a) const;
+  // ncclCommDestroy, before the connections go: waits until this rank's last launch has run on
+  // the device and its proxy has sent everything the kernels posted (a peer may still be
+  // waiting for those bytes). WARNs and goes on after ACCL_TIMEOUT (30 s when unset).
+  void finishSends(Comm& c);
   // Orders a launch on `s` after this rank's previous launches, whatever stream they were on (a
   // rank's launches must not overlap: they share its mailbox positions), and records, once the
   // launches are queued, where the next ones must wait. The previous stream itself is not kept:
@@ -52,9 +61,13 @@ class KernelPath {
   // Declared before own_, so freed after it: cuMemFree of the mailbox waits for this rank's
   // kernels, which poll the word until they end.
   dev::Buffer abortWord_;             // mapped host memory
+  dev::Buffer proxyBox_;              // mapped host memory: the proxy's slots (kern::ProxyHeader)
   dev::Buffer own_;                   // this rank's mailbox (exported)
   std::vector<dev::Buffer> opened_;   // other processes' mailboxes, mapped here
   char* base_[kern::kMailboxRanks] = {};
+  char* proxyDevice_ = nullptr;                   // proxyBox_ as the device reaches it
+  uint8_t viaNet_[kern::kMailboxRanks] = {};      // peers reached through the proxy
+  std::unique_ptr<NetProxy> proxy_;               // null: no such peer
   std::vector<std::pair<int, int>> otherProcesses_;  // rank, pid (0: another pid namespace): they map ours
   uint64_t* abortHost_ = nullptr;  // [0]: abort; [1..]: the kernels' report (kern::ReportWord)
   const uint64_t* abortDevice_ = nullptr;

@@ -127,6 +127,8 @@ class Backend {
   virtual std::shared_ptr<void> newMarker() { return nullptr; }
   virtual void recordMarker(const std::shared_ptr<void>& m, const StreamRef& s) { (void)m, (void)s; }
   virtual void waitMarker(const StreamRef& s, const std::shared_ptr<void>& m) { (void)s, (void)m; }
+  // Whether the work queued before the marker's last record has run.
+  virtual bool markerReached(const std::shared_ptr<void>& m) { return (void)m, true; }
   // A probe that says whether everything queued on `s` so far has run (an event recorded now);
   // always true for a capturing stream (its work runs when the graph is launched).
   virtual std::function<bool()> completionProbe(const StreamRef& s) {

@@ -322,6 +322,7 @@ ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops) {
       OpDesc* op = r.colls[j];
       if (op->kind == OpKind::AlltoAll) NCCLCHECK(stageAlltoAll(op, *r.comm->kernelPath, backend, first, capturing));
       toKernelAddresses(backend, op);
+      r.comm->kernelPath->fillRank(&d.args());
       buildCollective(*op, r.comm->rank, r.comm->nranks, &d);
       if (!lead) lead = op;
     }
@@ -333,6 +334,7 @@ ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops) {
   for (RankOps& r : ranks) {
     if (r.p2p.empty()) continue;
     anyP2p = true;
+    r.comm->kernelPath->fillRank(&d.args());
     NCCLCHECK(buildPointToPoint(r.p2p, *r.comm->kernelPath, first, capturing, r.comm->rank, &d, backend));
   }
   if (anyP2p) {

@@ -798,13 +798,15 @@ TEST(CudaIpc, RanksOnOneDeviceRunCollectivesAsKernelsThroughMailboxes) {
   EXPECT_EQ(0, occurrences(log, "via SHM")) << log;
 }
 
-// NCCL_P2P_DISABLE=1: the same ranks use shared memory (rings in host memory, staged) and
-// the gate model.
-TEST(CudaIpc, P2pDisableFallsBackToSharedMemory) {
+// NCCL_P2P_DISABLE=1: the kernels reach each other only through their network proxies, which
+// carry the chunks over shared memory (host rings): still kernels on the caller's stream.
+TEST(CudaIpc, P2pDisableSendsThroughTheNetworkProxyOverSharedMemory) {
   REQUIRE_DRIVER(d);
   std::string log = allReduceOnTwoRanksLogged(*d, "1");
-  EXPECT_EQ(2, occurrences(log, "via SHM")) << log;
-  EXPECT_EQ(0, occurrences(log, "collectives run as kernels")) << log;
+  EXPECT_EQ(2, occurrences(log, "collectives run as kernels")) << log;
+  EXPECT_EQ(1, occurrences(log, "network proxy for ranks 1 via SHM")) << log;
+  EXPECT_EQ(1, occurrences(log, "network proxy for ranks 0 via SHM")) << log;
+  EXPECT_EQ(4, occurrences(log, "via SHM")) << log;  // each rank's connection, and its proxy line
   EXPECT_EQ(0, occurrences(log, "via CUDA IPC")) << log;
 }
 
@@ -1027,7 +1029,9 @@ TEST(CudaBackend, TimeoutNamesARankOfThisDeviceBlockedInADeviceSynchronisingCall
 
 // Ranks on other hosts (issue 10, item 5), forced on one machine: with shared memory and CUDA
 // IPC off, the processes connect through the socket transport (net), whose rings are host
-// memory. Every collective and send/recv of the matrix on device buffers, results checked.
+// memory, and their kernels reach each other through their network proxies (issue 23): also
+// with one hardware queue (fakegpu.mc1.cuda_backend). Every collective and send/recv of the
+// matrix on device buffers, results checked.
 TEST(CudaBackend, MatrixOnTwoProcessesOverSockets) {
   if (const accl_test::ChildRole* role = accl_test::childRole()) return runMatrixInChild(*role);
   REQUIRE_DRIVER(d);
@@ -1037,7 +1041,9 @@ TEST(CudaBackend, MatrixOnTwoProcessesOverSockets) {
   auto r = accl_test::runChildProcesses(2, true, 0, env, 300);
   EXPECT_TRUE(r.ok) << r.report;
   const std::string log = takeChildLogs(path);
-  EXPECT_EQ(2, occurrences(log, "via NET")) << log;  // each rank to the other
+  EXPECT_EQ(2, occurrences(log, "collectives run as kernels on the caller's stream")) << log;
+  EXPECT_EQ(1, occurrences(log, "network proxy for ranks 1 via NET")) << log;
+  EXPECT_EQ(1, occurrences(log, "network proxy for ranks 0 via NET")) << log;
   EXPECT_EQ(0, occurrences(log, "via SHM")) << log;
   EXPECT_EQ(0, occurrences(log, "via CUDA IPC")) << log;
 }

@@ -207,6 +207,12 @@ class CudaBackend final : public Backend {
     api_.streamWaitEvent(s.handle, static_cast<CUevent>(m.get()), 0);
   }
 
+  bool markerReached(const std::shared_ptr<void>& m) override {
+    if (!m) return true;
+    ContextScope scope(api_, dev_.context());
+    return api_.eventQuery(static_cast<CUevent>(m.get())) != kErrorNotReady;
+  }
+
   std::function<bool()> completionProbe(const StreamRef& s) override {
     if (streamCapturing(s)) return [] { return true; };
     ContextScope scope(api_, dev_.context());

@@ -1,0 +1,247 @@
+#include "comm/net_proxy.h"
+#include <algorithm>
+#include <cstring>
+#include "base/check.h"
+#include "base/log.h"
+#include "comm/comm.h"
+#include "transports/transport.h"
+
+namespace accl {
+namespace {
+
+constexpr uint32_t kFrameMagic = 0x4143504bu;  // "ACPK"
+// After this long without anything to move the thread sleeps between passes, longer each time
+// up to kMaxNap, until a launch wakes it (a replayed graph's chunks wait at most kMaxNap).
+constexpr auto kSpinFor = std::chrono::microseconds(200);
+constexpr auto kMaxNap = std::chrono::microseconds(1000);
+
+uint64_t loadAcquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+void storeRelease(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+}  // namespace
+
+NetProxy::NetProxy(Comm* c, char* box, std::vector<int> peers)
+    : c_(c), box_(box), header_(reinterpret_cast<kern::ProxyHeader*>(box)) {
+  for (int r : peers) {
+    Peer p;
+    p.rank = r;
+    peers_.push_back(p);
+  }
+}
+
+NetProxy::~NetProxy() { stop(); }
+
+void NetProxy::stop() {
+  stop_ = true;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    wakes_++;
+  }
+  wakeCv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+ncclResult_t NetProxy::start() {
+  for (Peer& p : peers_) NCCLCHECK(c_->connection(p.rank, &p.conn));
+  thread_ = std::thread([this] { run(); });
+  return ncclSuccess;
+}
+
+void NetProxy::wake() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    wakes_++;
+  }
+  wakeCv_.notify_one();
+}
+
+bool NetProxy::drain(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  // A pass that starts after this call and finds nothing left to send.
+  const uint64_t after = passes_.load() + 1;
+  wake();
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (dead_.load() || c_->asyncError.load() != ncclSuccess || c_->abortFlag.load()) return false;
+    if (quietPass_.load() > after) return true;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    wake();
+  }
+  return false;
+}
+
+void NetProxy::failed(const Peer& p, const char* what) {
+  dead_ = true;
+  if (c_->abortFlag.load() || c_->asyncError.load() != ncclSuccess) return;  // already failing: said elsewhere
+  int culprit = p.conn ? p.conn->reportedCulprit() : -1;
+  if (culprit < 0 && p.conn) culprit = p.conn->closedByPeer();
+  if (culprit < 0) culprit = p.rank;
+  WARN("rank %d: the network proxy of the collective kernels %s %s over %s: waiting kernels give up and the "
+       "communicator fails",
+       c_->rank, what, c_->describePeer(p.rank).c_str(), p.conn ? p.conn->transportName() : "?");
+  c_->fail(ncclRemoteError, culprit);
+}
+
+ncclResult_t NetProxy::sendSome(Peer& p, bool* moved) {
+  SendChannel* ch = p.conn->send();
+  // A connection is touched only while there is something to send: a peer that destroyed its
+  // communicator is then an error only when this rank still sends to it.
+  if (!p.sending && !ch->pendingLocal()) {
+    bool posted = false;
+    for (int c = 0; c < kern::kChannels; c++) posted = posted || loadAcquire(&header_->outPosted[p.rank][c]) > p.shipped[c];
+    if (!posted) return ncclSuccess;
+  }
+  if (!p.sending) {
+    for (int k = 0; k < kern::kChannels && !p.sending; k++) {
+      const int c = (p.nextCh + k) % kern::kChannels;
+      if (loadAcquire(&header_->outPosted[p.rank][c]) <= p.shipped[c]) continue;
+      p.sending = true;
+      p.out = {};
+      p.out.magic = kFrameMagic;
+      p.out.ch = static_cast<uint8_t>(c);
+      p.out.bytes = header_->outBytes[p.rank][c][p.shipped[c] % kern::kSlots];
+      p.outDone = 0;
+      p.nextCh = (c + 1) % kern::kChannels;
+    }
+  }
+  while (p.sending) {
+    const int c = p.out.ch;
+    const size_t total = sizeof(Frame) + p.out.bytes;
+    if (p.outDone < total) {
+      void* buf = nullptr;
+      size_t avail = 0;
+      NCCLCHECK(ch->acquire(&buf, &avail));
+      if (avail == 0) break;
+      const size_t n = std::min(avail, total - p.outDone);
+      char* dst = static_cast<char*>(buf);
+      const char* data = box_ + kern::proxyOutOffset(p.rank, c, p.shipped[c]);
+      for (size_t done = 0; done < n;) {
+        const size_t at = p.outDone + done;
+        size_t k;
+        if (at < sizeof(Frame)) {
+          k = std::min(n - done, sizeof(Frame) - at);
+          std::memcpy(dst + done, reinterpret_cast<const char*>(&p.out) + at, k);
+        } else {
+          k = n - done;
+          std::memcpy(dst + done, data + (at - sizeof(Frame)), k);
+        }
+        done += k;
+      }
+      ch->commit(n);
+      p.outDone += n;
+      *moved = true;
+    }
+    if (p.outDone < total) break;
+    // The bytes are in the connection's ring: the kernel may reuse the slot.
+    p.shipped[c]++;
+    storeRelease(&header_->outFreed[p.rank][c], p.shipped[c]);
+    p.sending = false;
+  }
+  return ch->progress();
+}
+
+ncclResult_t NetProxy::receiveSome(Peer& p, bool* moved) {
+  RecvChannel* ch = p.conn->recv();
+  // Read only while a kernel waits for a chunk of this peer (or a frame is half read): a peer
+  // that left after its last call is then no error, as with the host executor.
+  bool wanted = p.receiving || p.inHeaderHave > 0;
+  for (int c = 0; c < kern::kChannels && !wanted; c++) wanted = loadAcquire(&header_->inWanted[p.rank][c]) > p.received[c];
+  if (!wanted) return ncclSuccess;
+  NCCLCHECK(ch->progress());
+  for (;;) {
+    const void* buf = nullptr;
+    size_t avail = 0;
+    NCCLCHECK(ch->peek(&buf, &avail));
+    if (!p.receiving) {
+      if (avail == 0) return ncclSuccess;
+      const size_t k = std::min(avail, sizeof(Frame) - p.inHeaderHave);
+      std::memcpy(p.inHeader + p.inHeaderHave, buf, k);
+      ch->release(k);
+      p.inHeaderHave += k;
+      *moved = true;
+      if (p.inHeaderHave < sizeof(Frame)) continue;
+      std::memcpy(&p.in, p.inHeader, sizeof(Frame));
+      p.inHeaderHave = 0;
+      if (p.in.magic != kFrameMagic || p.in.ch >= kern::kChannels || p.in.bytes > kern::kChunkBytes) {
+        WARN("rank %d: the network proxy read a malformed chunk header from %s (magic %#x, channel %u, %llu bytes): "
+             "the byte stream between the two ranks is out of step",
+             c_->rank, c_->describePeer(p.rank).c_str(), p.in.magic, static_cast<unsigned>(p.in.ch),
+             static_cast<unsigned long long>(p.in.bytes));
+        return ncclInternalError;
+      }
+      p.receiving = true;
+      p.inDone = 0;
+      continue;
+    }
+    const int c = p.in.ch;
+    const uint64_t g = p.received[c];
+    // The slot of chunk g holds chunk g - kSlots until the kernel has freed that one.
+    if (g >= static_cast<uint64_t>(kern::kSlots) && loadAcquire(&header_->inFreed[p.rank][c]) < g + 1 - kern::kSlots)
+      return ncclSuccess;
+    if (p.inDone < p.in.bytes) {
+      if (avail == 0) return ncclSuccess;
+      const size_t k = std::min<size_t>(avail, p.in.bytes - p.inDone);
+      std::memcpy(box_ + kern::proxyInOffset(c_->nranks, p.rank, c, g) + p.inDone, buf, k);
+      ch->release(k);
+      p.inDone += k;
+      *moved = true;
+      if (p.inDone < p.in.bytes) continue;
+    }
+    p.received[c]++;
+    storeRelease(&header_->inPosted[p.rank][c], p.received[c]);
+    p.receiving = false;
+  }
+}
+
+ncclResult_t NetProxy::pass(bool* moved, bool* quiet) {
+  *quiet = true;
+  for (Peer& p : peers_) {
+    if (sendSome(p, moved) != ncclSuccess) {
+      failed(p, "cannot send to");
+      return ncclRemoteError;
+    }
+    if (receiveSome(p, moved) != ncclSuccess) {
+      failed(p, "cannot receive from");
+      return ncclRemoteError;
+    }
+    bool idle = !p.sending && !p.conn->send()->pendingLocal();
+    for (int c = 0; c < kern::kChannels && idle; c++) idle = loadAcquire(&header_->outPosted[p.rank][c]) == p.shipped[c];
+    *quiet = *quiet && idle;
+  }
+  return ncclSuccess;
+}
+
+void NetProxy::run() {
+  auto lastMove = std::chrono::steady_clock::now();
+  auto nap = std::chrono::microseconds(10);
+  uint64_t seenWakes = 0;
+  while (!stop_.load()) {
+    if (c_->abortFlag.load() || c_->asyncError.load() != ncclSuccess) {
+      dead_ = true;
+      return;
+    }
+    bool moved = false, quiet = false;
+    if (pass(&moved, &quiet) != ncclSuccess) return;
+    const uint64_t n = passes_.fetch_add(1) + 1;
+    if (quiet) quietPass_.store(n);
+    const auto now = std::chrono::steady_clock::now();
+    if (moved) {
+      lastMove = now;
+      nap = std::chrono::microseconds(10);
+      continue;
+    }
+    if (now - lastMove < kSpinFor) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::unique_lock<std::mutex> lk(mu_);
+    if (wakes_ != seenWakes) {
+      seenWakes = wakes_;
+      lastMove = now;  // a launch: spin again
+      continue;
+    }
+    wakeCv_.wait_for(lk, nap, [&] { return wakes_ != seenWakes || stop_.load(); });
+    nap = std::min<std::chrono::microseconds>(nap * 2, kMaxNap);
+  }
+}
+
+}  // namespace accl

@@ -1,0 +1,93 @@
+// net_proxy.h: a rank's proxy thread (NCCL's proxy), for the peers its collective kernels reach
+// only through a host transport (ranks on other hosts; every peer with NCCL_P2P_DISABLE=1).
+// It moves bytes and nothing else: out slots of the rank's proxy box that the kernel posted go
+// into the peer's connection (socket, IB, net plugin or shared-memory ring), and what arrives
+// from the peer goes into the box's in slots for the kernel (kern::ProxyHeader says how the
+// counters work). It makes no device call at all, so nothing the kernels wait for is device
+// work queued by the host, and it never allocates: the box and connections are made at init.
+//
+// On the connection every chunk is one frame: a 16-byte header (magic, channel, byte count)
+// and the bytes. The two channels of a pair share the connection in the order their chunks
+// were posted; the receiving side of a channel never waits for the other channel, so a frame
+// that waits for a free in slot holds up the ones behind it only until the kernel takes it.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+#include "collective_args.h"
+#include "nccl.h"
+
+namespace accl {
+
+class Comm;
+class PeerConnection;
+
+class NetProxy {
+ public:
+  // `box`: the host view of the rank's proxy box (kern::proxyBoxBytes(c->nranks), zeroed),
+  // mapped for the device; `peers`: the ranks reached through it.
+  NetProxy(Comm* c, char* box, std::vector<int> peers);
+  ~NetProxy();  // stops the thread
+  // Makes the connection to every peer (init, outside any capture), then starts the thread.
+  ncclResult_t start();
+  // A launch was queued: poll without backing off for a while.
+  void wake();
+  // Every chunk the kernels posted so far has been handed to its connection and has left this
+  // process (a transport that stages bytes has sent them): true, or false once `limit` passed
+  // or the communicator failed.
+  bool drain(std::chrono::milliseconds limit);
+  void stop();
+  int peerCount() const { return static_cast<int>(peers_.size()); }
+
+ private:
+  struct Frame {
+    uint32_t magic;
+    uint8_t ch;
+    uint8_t pad[3];
+    uint64_t bytes;
+  };
+  static_assert(sizeof(Frame) == 16, "frame header");
+  struct Peer {
+    int rank = 0;
+    PeerConnection* conn = nullptr;
+    uint64_t shipped[kern::kChannels] = {};   // chunks handed to the connection
+    uint64_t received[kern::kChannels] = {};  // chunks put in in slots
+    int nextCh = 0;
+    // The frame being sent: its header, channel, chunk, and bytes of header + data written.
+    bool sending = false;
+    Frame out{};
+    size_t outDone = 0;
+    // The frame being received.
+    unsigned char inHeader[sizeof(Frame)] = {};
+    size_t inHeaderHave = 0;
+    bool receiving = false;
+    Frame in{};
+    size_t inDone = 0;
+  };
+  void run();
+  // One pass over every peer: did anything move? An error fails the communicator.
+  ncclResult_t pass(bool* moved, bool* quiet);
+  ncclResult_t sendSome(Peer& p, bool* moved);
+  ncclResult_t receiveSome(Peer& p, bool* moved);
+  void failed(const Peer& p, const char* what);
+
+  Comm* c_;
+  char* box_;
+  kern::ProxyHeader* header_;
+  std::vector<Peer> peers_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> dead_{false};
+  // Passes done, and the last one at which nothing was left to send (drain() compares them).
+  std::atomic<uint64_t> passes_{0};
+  std::atomic<uint64_t> quietPass_{0};
+  std::mutex mu_;
+  std::condition_variable wakeCv_;
+  uint64_t wakes_ = 0;
+};
+
+}  // namespace accl
