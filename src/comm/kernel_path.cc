@@ -121,8 +121,9 @@ KernelPath::~KernelPath() {
 void KernelPath::watchPeerProcesses(Comm* c) {
   std::vector<std::pair<int, pid_t>> others;  // rank, pid: peers in other processes of this pid namespace
   const PeerInfo& me = c->peers[c->rank];
+  // Peers behind the network proxy are not watched: their connection tells the proxy.
   for (int r = 0; r < c->nranks; r++)
-    if (c->peers[r].pid != me.pid && c->peers[r].pidNs == me.pidNs) others.push_back({r, c->peers[r].pid});
+    if (c->peers[r].pid != me.pid && c->peers[r].pidNs == me.pidNs && !viaNet_[r]) others.push_back({r, c->peers[r].pid});
   if (others.empty()) return;
   // The comm outlives this thread: ~KernelPath (a member of it) joins it first.
   watcher_ = std::thread([this, c, others] {

@@ -32,7 +32,8 @@ class KernelPath {
   // ncclRemoteError (WARNed once, the communicator failed) when a kernel of this rank gave
   // up after ACCL_TIMEOUT: its results are not valid, and the wait it gave up is named.
   ncclResult_t checkKernels(Comm& c);
-  // Peers in other processes of this host: a thread checks every 200 ms that each is alive, and
+  // Peers in other processes of this host whose mailbox this rank uses (peers behind the network
+  // proxy have a connection that says so): a thread checks every 200 ms that each is alive, and
   // fails the communicator (kernels give up) naming the one that exited. Started by setUpKernelPath.
   void watchPeerProcesses(Comm* c);
   // The part of every launch's arguments that is the same for every call.

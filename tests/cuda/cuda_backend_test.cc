@@ -430,12 +430,20 @@ TEST(CudaBackend, SumsAreTheRankOrderBitsOnTwoDevices) { expectRankOrderBits(2, 
 // -G in thread-local): an all-reduce (large enough to reduce a slice per rank and gather), a
 // reduce-scatter and a send/recv pair captured in one graph on each of two ranks, each on its
 // own device with one hardware queue, replayed with new inputs; every replay exact. Nothing in
-// the capture allocates, registers or loads, so no mode invalidates it.
-class CapturedCollectives : public testing::TestWithParam<CUstreamCaptureMode> {};
+// the capture allocates, registers or loads, so no mode invalidates it. OverSockets: with
+// NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 the ranks' kernels reach each other only through
+// their network proxies over sockets, which must carry every replay's chunks too.
+class CapturedCollectives : public testing::TestWithParam<std::tuple<CUstreamCaptureMode, bool>> {};
 
 TEST_P(CapturedCollectives, ReplayExactlyWithNewInputsOnTwoDevicesWithOneHardwareQueue) {
   setenv("FAKE_CUDA_DEVICES", "4", 0);
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
+  const CUstreamCaptureMode mode = std::get<0>(GetParam());
+  const bool overSockets = std::get<1>(GetParam());
+  if (overSockets) {
+    setenv("NCCL_P2P_DISABLE", "1", 1);
+    setenv("NCCL_SHM_DISABLE", "1", 1);
+  }
   REQUIRE_DRIVER(d);
   int devices = 0;
   d->deviceGetCount(&devices);
@@ -460,7 +468,7 @@ TEST_P(CapturedCollectives, ReplayExactlyWithNewInputsOnTwoDevicesWithOneHardwar
         auto ptr = [](CUdeviceptr p) { return reinterpret_cast<void*>(p); };
         auto cs = reinterpret_cast<cudaStream_t>(s);
         meet.arrive_and_wait();  // nobody allocates while the other rank captures
-        ASSERT_EQ(CUDA_SUCCESS, d->streamBeginCapture(s, GetParam()));
+        ASSERT_EQ(CUDA_SUCCESS, d->streamBeginCapture(s, mode));
         EXPECT_EQ(ncclSuccess, ncclAllReduce(ptr(arIn), ptr(arOut), arCount, ncclInt32, ncclSum, comm, cs));
         EXPECT_EQ(ncclSuccess, ncclReduceScatter(ptr(rsIn), ptr(rsOut), rsCount, ncclInt32, ncclMax, comm, cs));
         EXPECT_EQ(ncclSuccess, ncclGroupStart());
@@ -508,17 +516,23 @@ TEST_P(CapturedCollectives, ReplayExactlyWithNewInputsOnTwoDevicesWithOneHardwar
       },
       &error);
   unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  unsetenv("NCCL_P2P_DISABLE");
+  unsetenv("NCCL_SHM_DISABLE");
   ASSERT_TRUE(ok) << error;
   for (int r = 0; r < n; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryMode, CapturedCollectives,
-                         testing::Values(CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-                                         CU_STREAM_CAPTURE_MODE_RELAXED),
-                         [](const testing::TestParamInfo<CUstreamCaptureMode>& p) {
-                           return p.param == CU_STREAM_CAPTURE_MODE_GLOBAL        ? std::string("Global")
-                                  : p.param == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL ? std::string("ThreadLocal")
-                                                                                   : std::string("Relaxed");
+                         testing::Combine(testing::Values(CU_STREAM_CAPTURE_MODE_GLOBAL,
+                                                          CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                                                          CU_STREAM_CAPTURE_MODE_RELAXED),
+                                          testing::Bool()),
+                         [](const testing::TestParamInfo<std::tuple<CUstreamCaptureMode, bool>>& p) {
+                           const CUstreamCaptureMode m = std::get<0>(p.param);
+                           return std::string(m == CU_STREAM_CAPTURE_MODE_GLOBAL         ? "Global"
+                                              : m == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL ? "ThreadLocal"
+                                                                                         : "Relaxed") +
+                                  (std::get<1>(p.param) ? "OverSockets" : "");
                          });
 
 // nccl-tests -g N: one thread drives every rank of a group on one stream. The ranks' works
@@ -862,37 +876,40 @@ TEST(CudaIpc, ProcessesOnOneDeviceRunCollectivesAsKernelsThroughIpcMailboxes) {
   EXPECT_EQ(2, occurrences(log, "collectives run as kernels on the caller's stream")) << log;
 }
 
+// Rank 0 queues an all-reduce and waits for its stream; rank 1 leaves without a word once it is
+// queued (its process ends with the test; its communicator is deliberately never destroyed).
+void allReduceWhileThePeerProcessExits(const accl_test::ChildRole& role, const TestDriver* d, ncclComm_t comm) {
+  const std::string queued = testing::TempDir() + "accl_peer_exit_" + std::to_string(getppid()) + ".queued";
+  if (role.rank == 1) {
+    for (int i = 0; i < 6000 && access(queued.c_str(), F_OK) != 0; i++)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return;
+  }
+  const size_t count = 1000;
+  CUdeviceptr buf = 0;
+  ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf, count * 4));
+  CUstream s = nullptr;
+  ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&s, CU_STREAM_NON_BLOCKING));
+  EXPECT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), count,
+                                       ncclFloat32, ncclSum, comm, reinterpret_cast<cudaStream_t>(s)));
+  std::ofstream(queued.c_str()) << "queued\n";
+  EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));  // returns: the kernel gave up
+  ncclResult_t async = ncclSuccess;
+  EXPECT_EQ(ncclSuccess, ncclCommGetAsyncError(comm, &async));
+  EXPECT_EQ(ncclRemoteError, async);
+  EXPECT_EQ(ncclSuccess, ncclCommAbort(comm));
+  d->streamDestroy(s);
+  d->memFree(buf);
+  unlink(queued.c_str());
+}
+
 // A peer process that dies while this rank's collective kernel waits for it: the kernel must
 // not spin forever. The kernel path watches the other processes of the host; the communicator
 // fails with ncclRemoteError naming the rank that exited, and the stream moves on.
 TEST(CudaIpc, AKernelWaitingForAPeerProcessThatExitedGivesUpAndNamesIt) {
   if (const accl_test::ChildRole* role = accl_test::childRole()) {
     CHILD_RANK(*role, d, comm);
-    // Rank 0 says through a file when its collective is queued; rank 1 then leaves without a
-    // word (its process ends with the test; its communicator is deliberately never destroyed).
-    const std::string queued = testing::TempDir() + "accl_peer_exit_" + std::to_string(getppid()) + ".queued";
-    if (role->rank == 1) {
-      for (int i = 0; i < 6000 && access(queued.c_str(), F_OK) != 0; i++)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      return;
-    }
-    const size_t count = 1000;
-    CUdeviceptr buf = 0;
-    ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf, count * 4));
-    CUstream s = nullptr;
-    ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&s, CU_STREAM_NON_BLOCKING));
-    EXPECT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), count,
-                                         ncclFloat32, ncclSum, comm, reinterpret_cast<cudaStream_t>(s)));
-    std::ofstream(queued.c_str()) << "queued\n";
-    EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));  // returns: the kernel gave up
-    ncclResult_t async = ncclSuccess;
-    EXPECT_EQ(ncclSuccess, ncclCommGetAsyncError(comm, &async));
-    EXPECT_EQ(ncclRemoteError, async);
-    EXPECT_EQ(ncclSuccess, ncclCommAbort(comm));
-    d->streamDestroy(s);
-    d->memFree(buf);
-    unlink(queued.c_str());
-    return;
+    return allReduceWhileThePeerProcessExits(*role, d, comm);
   }
   REQUIRE_DRIVER(d);
   const std::string path = childLogPath("accl_cuda_peer_exit_");
@@ -901,6 +918,27 @@ TEST(CudaIpc, AKernelWaitingForAPeerProcessThatExitedGivesUpAndNamesIt) {
   const std::string log = takeChildLogs(path);
   EXPECT_NE(std::string::npos, log.find("rank 0: rank 1 (")) << log;
   EXPECT_NE(std::string::npos, log.find("exited (process")) << log;
+}
+
+// The same over sockets (a peer "on another host"): no process watcher is involved, the rank's
+// network proxy finds the connection gone while its kernel waits for the peer's chunks, fails
+// the communicator naming the peer, and the kernel gives up (also with one hardware queue).
+TEST(CudaBackend, AKernelWaitingForAPeerProcessOverSocketsThatExitedGivesUpAndNamesIt) {
+  if (const accl_test::ChildRole* role = accl_test::childRole()) {
+    CHILD_RANK(*role, d, comm);
+    return allReduceWhileThePeerProcessExits(*role, d, comm);
+  }
+  REQUIRE_DRIVER(d);
+  const std::string path = childLogPath("accl_cuda_peer_exit_sock_");
+  std::vector<std::string> env = childLogEnv(path);
+  env.insert(env.end(), {"NCCL_SHM_DISABLE=1", "NCCL_P2P_DISABLE=1"});
+  auto r = accl_test::runChildProcesses(2, true, 0, env, 60);
+  EXPECT_TRUE(r.ok) << r.report;
+  const std::string log = takeChildLogs(path);
+  EXPECT_NE(std::string::npos, log.find("rank 0: the network proxy of the collective kernels cannot receive from rank 1"))
+      << log;
+  EXPECT_NE(std::string::npos, log.find("lost peer rank 1")) << log;
+  EXPECT_EQ(std::string::npos, log.find("exited (process")) << log;  // the proxy saw it, not a process watcher
 }
 
 // Two ranks of one communicator on device 0, a thread each, each with a device buffer of
