@@ -174,6 +174,14 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   bool allShm = nranks > 1 && param::shmDirectChunk() > 0;
   for (int p = 0; p < nranks; p++)
     if (p != rank) allShm = allShm && c->peerTransport[p] && std::string(c->peerTransport[p]->name()) == "SHM";
+  // Making the board is collective, so every rank must agree: with CUDA a rank alone on its
+  // device reaches everyone through SHM while the ranks sharing a device also use CUDA IPC.
+  if (nranks > 1 && param::shmDirectChunk() > 0) {
+    std::vector<uint8_t> votes(nranks, 0);
+    votes[rank] = allShm ? 1 : 0;
+    NCCLCHECK(c->bootstrap->allGather(votes.data(), 1));
+    for (uint8_t v : votes) allShm = allShm && v != 0;
+  }
   if (allShm) {
     NCCLCHECK(ShmBoard::create(*c->bootstrap, rank, nranks, c->nonce, static_cast<size_t>(param::shmDirectChunk()),
                                &c->shmBoard));

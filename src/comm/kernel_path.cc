@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstddef>
 #include <cstring>
+#include <map>
 #include "base/check.h"
 #include "base/log.h"
 #include "base/param.h"
@@ -67,51 +68,76 @@ ncclResult_t refuseGateModelUnderOneQueue(const Comm* c, const std::string& why)
   return ncclInvalidUsage;
 }
 
+// Mailboxes of the kernel-path ranks of this process, by (communicator, rank): how ranks of one
+// process find each other's at init, to hold them (KernelPath::peerHolds_).
+std::mutex gMailboxMu;
+std::map<std::pair<uint64_t, int>, std::weak_ptr<dev::Buffer>>& processMailboxes() {
+  static auto* m = new std::map<std::pair<uint64_t, int>, std::weak_ptr<dev::Buffer>>;
+  return *m;
+}
+
 }  // namespace
 
 KernelPath::~KernelPath() {
   stopWatching_ = true;
   if (watcher_.joinable()) watcher_.join();
   proxy_.reset();  // its thread writes into the proxy box
+  {
+    std::lock_guard<std::mutex> lk(gMailboxMu);
+    processMailboxes().erase({nonce_, rank_});
+  }
   const bool aborted = abortHost_ && *abortHost_ != 0;
+  // Peers' mailboxes (and our own counters in them) are written by our kernels until the last
+  // one has run: only then may anyone free them.
+  if (!aborted && own_ && !lastLaunchDone(std::chrono::seconds(10)))
+    INFO(kSubsysInit, "rank %d: ncclCommDestroy: this rank's last collective kernel has not run 10 s later; its "
+         "mailbox and the ones of its peers it holds are left allocated", rank_);
   // Tell every other process we are done with its mailbox, then unmap them.
   if (!aborted)
     for (const auto& [r, pid] : otherProcesses_)
       backend_->fillDevice(base_[r] + offsetof(kern::MailboxHeader, closedBy) + rank_ * sizeof(uint64_t), 1,
                            sizeof(uint64_t));
   opened_.clear();
-  if (own_.get() == nullptr) return;
+  if (!own_ || own_->get() == nullptr) return;
   if (aborted) {
     // Kernels (ours, or a peer process's) may still be queued or running: the mailbox is freed
     // once the device lets it go (deferred_release.h), and only then the word they poll.
-    auto own = std::make_shared<dev::Buffer>(std::move(own_));
+    auto own = std::move(own_);
+    auto held = std::make_shared<std::vector<std::shared_ptr<dev::Buffer>>>(std::move(peerHolds_));
     auto box = std::make_shared<dev::Buffer>(std::move(proxyBox_));
     auto word = std::make_shared<dev::Buffer>(std::move(abortWord_));
     char* p = own->get();
-    dev::releaseLater(backend_, dev::Buffer(p, [own, box, word](char*) mutable {
+    dev::releaseLater(backend_, dev::Buffer(p, [own, held, box, word](char*) mutable {
                         own.reset();
+                        held.reset();
                         box.reset();
                         word.reset();
                       }));
     return;
   }
+  if (!lastLaunchDone(std::chrono::milliseconds(0))) {
+    new std::shared_ptr<dev::Buffer>(std::move(own_));  // deliberately never freed (INFO above)
+    new std::vector<std::shared_ptr<dev::Buffer>>(std::move(peerHolds_));
+    return;
+  }
+  peerHolds_.clear();
   // Ours is freed once every process that mapped it has said it unmapped it (or has exited):
   // freeing exported memory that another process still has open is undefined behaviour.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (;;) {
     uint64_t closed[kern::kMailboxRanks] = {};
-    if (backend_->readDevice(closed, own_.get() + offsetof(kern::MailboxHeader, closedBy), sizeof(closed)) !=
+    if (backend_->readDevice(closed, own_->get() + offsetof(kern::MailboxHeader, closedBy), sizeof(closed)) !=
         ncclSuccess)
       break;
     bool all = true;
     for (const auto& [r, pid] : otherProcesses_)
       all = all && (closed[r] != 0 || (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH));
-    if (all) return;  // own_ is freed now
+    if (all) return;  // own_ is freed now, or by the last rank of this process that holds it
     if (std::chrono::steady_clock::now() >= deadline) {
       INFO(kSubsysInit, "rank %d: a peer process still maps this rank's collective mailbox 10 s after "
            "ncclCommDestroy (has it not destroyed its communicator?): its %zu bytes are left allocated",
            rank_, kern::mailboxBytes(nranks_));
-      new dev::Buffer(std::move(own_));  // deliberately never freed
+      new std::shared_ptr<dev::Buffer>(std::move(own_));  // deliberately never freed
       return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -231,6 +257,20 @@ void KernelPath::orderAfterPrevious(dev::Backend& backend, const dev::StreamRef&
   if (marked_) backend.waitMarker(s, marker_);
 }
 
+bool KernelPath::lastLaunchDone(std::chrono::milliseconds limit) {
+  std::shared_ptr<void> last;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (marked_) last = marker_;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (last && !backend_->markerReached(last)) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
+
 void KernelPath::markLaunched(dev::Backend& backend, const dev::StreamRef& s, bool capturing) {
   std::lock_guard<std::mutex> lk(mu_);
   // A captured launch runs when its graph is launched: ordering later work after it is the
@@ -287,6 +327,7 @@ ncclResult_t setUpKernelPath(Comm* c) {
   kp->backend_ = c->backend;
   kp->rank_ = c->rank;
   kp->nranks_ = c->nranks;
+  kp->nonce_ = c->nonce;
   std::vector<MailboxRecord> recs(c->nranks);
   MailboxRecord& mine = recs[c->rank];
   mine = {};
@@ -314,10 +355,13 @@ ncclResult_t setUpKernelPath(Comm* c) {
   void* abortDev = nullptr;
   if (!reachAll) {
     INFO(kSubsysInit, "rank %d: %s", c->rank, unreachable.c_str());
-  } else if (c->backend->allocShared(bytes, &kp->own_, &mine.handle) == ncclSuccess &&
+  } else if (c->backend->allocShared(bytes, (kp->own_ = std::make_shared<dev::Buffer>()).get(), &mine.handle) ==
+                 ncclSuccess &&
       c->backend->allocMapped((1 + kern::kReportWords) * sizeof(uint64_t), &kp->abortWord_, &abortDev) == ncclSuccess) {
     mine.ok = 1;
-    mine.addr = reinterpret_cast<uint64_t>(kp->own_.get());
+    mine.addr = reinterpret_cast<uint64_t>(kp->own_->get());
+    std::lock_guard<std::mutex> lk(gMailboxMu);
+    processMailboxes()[{c->nonce, c->rank}] = kp->own_;
     kp->abortHost_ = reinterpret_cast<uint64_t*>(kp->abortWord_.get());
     kp->abortDevice_ = static_cast<const uint64_t*>(abortDev);
     void* boxDev = nullptr;
@@ -341,6 +385,10 @@ ncclResult_t setUpKernelPath(Comm* c) {
     if (kp->viaNet_[r] && r != c->rank) continue;  // no mailbox of its is used here
     if (recs[r].pid == me.pid && recs[r].pidNs == me.pidNs) {
       kp->base_[r] = reinterpret_cast<char*>(recs[r].addr);
+      if (r != c->rank) {
+        std::lock_guard<std::mutex> lk(gMailboxMu);
+        if (std::shared_ptr<dev::Buffer> b = processMailboxes()[{c->nonce, r}].lock()) kp->peerHolds_.push_back(b);
+      }
       continue;
     }
     // The pid only where it names the process here (same pid namespace); 0: cannot tell.

@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -50,6 +51,8 @@ class KernelPath {
   // it may be destroyed and its handle reused for another rank's stream.
   void orderAfterPrevious(dev::Backend& backend, const dev::StreamRef& s);
   void markLaunched(dev::Backend& backend, const dev::StreamRef& s, bool capturing);
+  // Waits (at most `limit`) until the device has run this rank's last uncaptured launch.
+  bool lastLaunchDone(std::chrono::milliseconds limit);
   // Device memory of at least `bytes` for staging sends that a receive of the same launch
   // overwrites. Kept until the communicator goes (a captured graph may still read an older
   // one); grown only outside capture: a capturing caller that needs more gets an error.
@@ -59,11 +62,16 @@ class KernelPath {
   friend ncclResult_t setUpKernelPath(Comm* c);
   std::shared_ptr<dev::Backend> backend_;
   int rank_ = 0, nranks_ = 0;
+  uint64_t nonce_ = 0;  // the communicator's (Comm::nonce)
   // Declared before own_, so freed after it: cuMemFree of the mailbox waits for this rank's
   // kernels, which poll the word until they end.
   dev::Buffer abortWord_;             // mapped host memory
   dev::Buffer proxyBox_;              // mapped host memory: the proxy's slots (kern::ProxyHeader)
-  dev::Buffer own_;                   // this rank's mailbox (exported)
+  // This rank's mailbox (exported). Ranks of this process hold each other's (peerHolds_) and let
+  // go only once their own last launch has run, so the last of them frees it: a peer's kernel
+  // on another device may still write its final counters into it after this rank is done.
+  std::shared_ptr<dev::Buffer> own_;
+  std::vector<std::shared_ptr<dev::Buffer>> peerHolds_;
   std::vector<dev::Buffer> opened_;   // other processes' mailboxes, mapped here
   char* base_[kern::kMailboxRanks] = {};
   char* proxyDevice_ = nullptr;                   // proxyBox_ as the device reaches it

@@ -112,6 +112,61 @@ TEST(CudaBackend, MatrixOnFourThreadRanksOnFourDevicesWithOneHardwareQueue) {
   matrixOnThreadRanksOnTheirOwnDevices(4, true);
 }
 
+// Six thread ranks on four devices: two ranks on devices 0 and 1, one alone on 2 and on 3. A rank
+// alone on its device reaches every peer through shared memory while the others also have a
+// CUDA IPC peer; init once hung here (only the lone ranks made the collective ShmDirect board).
+// Then all-reduces of a small buffer (every rank folds everything) and a large one (a slice
+// each, then gathered), in place, each element checked; the ranks leave one after the other
+// as soon as they have their result, while the others' kernels may still write their last
+// counters into the mailboxes of the ranks that left (held until the last of them is done).
+TEST(CudaBackend, SixRanksOnFourDevicesUnevenlyAllReduceAsKernels) {
+  setenv("FAKE_CUDA_DEVICES", "4", 0);
+  REQUIRE_DRIVER(d);
+  int devices = 0;
+  d->deviceGetCount(&devices);
+  if (devices < 4) GTEST_SKIP() << "SKIP: needs 4 CUDA devices, this machine has " << devices;
+  const int n = 6;
+  const std::vector<size_t> counts = {1000, 100000, 400000};
+  std::vector<std::string> problems(n);
+  std::barrier<> meet(n);
+  std::string error;
+  bool ok = runThreadRanks(
+      n, [](int rank) { useDevice(rank % 4); },
+      [&](ncclComm_t comm, int rank) {
+        CUstream s = nullptr;
+        ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&s, CU_STREAM_NON_BLOCKING));
+        // Every buffer is allocated before the first collective and freed after the last: cuMemFree
+        // waits for the whole device, where a peer's kernel may wait for this rank's next call.
+        std::vector<CUdeviceptr> bufs(counts.size());
+        for (size_t k = 0; k < counts.size(); k++) ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&bufs[k], counts[k] * 4));
+        meet.arrive_and_wait();
+        for (size_t k = 0; k < counts.size(); k++) {
+          const size_t count = counts[k];
+          std::vector<int32_t> v(count);
+          for (size_t i = 0; i < count; i++) v[i] = static_cast<int32_t>((i % 97) * (rank + 1));
+          // On the stream: a copy from pageable memory may still land after a kernel of a
+          // non-blocking stream has run.
+          ASSERT_EQ(CUDA_SUCCESS, d->memcpyHtoDAsync(bufs[k], v.data(), count * 4, s));
+          EXPECT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(bufs[k]), reinterpret_cast<void*>(bufs[k]),
+                                               count, ncclInt32, ncclSum, comm, reinterpret_cast<cudaStream_t>(s)));
+          EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
+          d->memcpyDtoH(v.data(), bufs[k], count * 4);
+          size_t wrong = 0, first = 0;
+          for (size_t i = 0; i < count; i++)
+            if (v[i] != static_cast<int32_t>((i % 97) * n * (n + 1) / 2) && !wrong++) first = i;
+          if (wrong && problems[rank].empty())
+            problems[rank] = std::to_string(count) + " elements: " + std::to_string(wrong) + " wrong, the first at " +
+                             std::to_string(first) + " is " + std::to_string(v[first]);
+        }
+        meet.arrive_and_wait();
+        for (CUdeviceptr b : bufs) d->memFree(b);
+        d->streamDestroy(s);
+      },
+      &error);
+  ASSERT_TRUE(ok) << error;
+  for (int r = 0; r < n; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
+}
+
 // One rank: every collective is its own kernel launch on the user's stream (no gate, no
 // worker): the whole matrix, PreMulSum and sends/receives to itself included, and no stream
 // memory operation on the fake.
