@@ -16,8 +16,9 @@
 // Counters only grow, across calls and graph replays; each task keeps its stream's position
 // (sent/consumed) in its own rank's header and writes it back when it ends.
 //
-// Peers reached only through the network (ranks on other hosts, or every peer with
-// NCCL_P2P_DISABLE=1) have no mailbox here. A rank's kernel then talks to its own proxy box,
+// Peers reached only through the network (ranks on other hosts, every peer with
+// NCCL_P2P_DISABLE=1, and ranks of this host whose devices cannot reach each other) have no
+// mailbox here. A rank's kernel then talks to its own proxy box,
 // pinned host memory mapped for the device (src/comm/net_proxy.h): a send fills an out slot
 // for the peer and posts it; the rank's proxy thread hands the slot to the network connection
 // and frees it. The peer's proxy writes what arrives into an in slot of the peer's box and
@@ -135,10 +136,11 @@ struct CollKernelArgs {
   // host memory that the host sets to make waiting kernels give up (abort, a failed peer).
   char* mailbox[kMailboxRanks];
   // [rank]: that rank's proxy box (device address), for ranks of this launch that have peers
-  // they reach through the network; viaNet[peer]: the peer is one of those (the same for every
-  // rank of one process: another host, or NCCL_P2P_DISABLE=1).
+  // they reach through the network; viaNet[rank][peer]: the peer is one of those (another host,
+  // NCCL_P2P_DISABLE=1, or a device of this host that the rank's device cannot reach). The same
+  // for both ranks of a pair.
   char* proxyBox[kMailboxRanks];
-  uint8_t viaNet[kMailboxRanks];
+  uint8_t viaNet[kMailboxRanks][kMailboxRanks];
   const uint64_t* abortFlag;
   // ACCL_TIMEOUT: a wait that sees no progress for this long gives up and says why in the
   // report (mapped host memory the host reads); 0 waits like NCCL, until aborted.

@@ -36,7 +36,7 @@ struct Link {
 // Chunk g of `rank`'s stream to `peer` on channel ch: in the peer's mailbox, or in an out slot
 // of the rank's own proxy box when the peer is reached through the network.
 ACCL_DEV Link outgoing(const CollKernelArgs& a, int rank, int peer, int ch, uint64_t g) {
-  if (a.viaNet[peer]) {
+  if (a.viaNet[rank][peer]) {
     ProxyHeader* h = proxy(a, rank);
     return {devicePointer(a.proxyBox[rank] + proxyOutOffset(peer, ch, g)), &h->outPosted[peer][ch],
             &h->outFreed[peer][ch]};
@@ -48,7 +48,7 @@ ACCL_DEV Link outgoing(const CollKernelArgs& a, int rank, int peer, int ch, uint
 // Chunk g of `peer`'s stream to `rank` on channel ch: in the rank's mailbox, or in an in slot of
 // its proxy box (the proxy put it there; asking for it tells the proxy it is wanted).
 ACCL_DEV Link incoming(const CollKernelArgs& a, int rank, int peer, int ch, uint64_t g) {
-  if (a.viaNet[peer]) {
+  if (a.viaNet[rank][peer]) {
     ProxyHeader* h = proxy(a, rank);
     if (threadIndex() == 0 && loadAcquire(&h->inWanted[peer][ch]) < g + 1) storeRelease(&h->inWanted[peer][ch], g + 1);
     return {devicePointer(a.proxyBox[rank] + proxyInOffset(a.nranks, peer, ch, g)), &h->inPosted[peer][ch],
@@ -141,7 +141,7 @@ ACCL_DEV void runSend(const CollKernelArgs& a, const KTask& t) {
       else blockCopy(out.slot, src, n);
       syncBlock();
       if (threadIndex() == 0) {
-        if (a.viaNet[t.peer]) proxy(a, t.rank)->outBytes[t.peer][t.ch][g % kSlots] = n;  // the proxy sends n bytes
+        if (a.viaNet[t.rank][t.peer]) proxy(a, t.rank)->outBytes[t.peer][t.ch][g % kSlots] = n;  // the proxy sends n bytes
         storeRelease(out.posted, g + 1);
         if (t.ch == 0) storeRelease(&me->sentChunks[t.peer], i + 1);
       }

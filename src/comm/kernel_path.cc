@@ -29,11 +29,10 @@ struct MailboxRecord {
   dev::SharedHandle handle;
 };
 
-// Whether `rank`'s collective kernels reach `peer` through the network proxy rather than the
-// peer's mailbox: a peer on another host, or any peer when NCCL_P2P_DISABLE=1 (the same answer
-// on both ranks of the pair, and for every rank of one process).
-bool reachedViaNet(const Comm& c, int peer) {
-  return param::p2pDisable() != 0 || c.peers[peer].hostHash != c.peers[c.rank].hostHash;
+// Whether ranks a and b can only reach each other through a host transport, whatever their
+// devices: on other hosts, or with NCCL_P2P_DISABLE=1.
+bool hostTransportOnly(const Comm& c, int a, int b) {
+  return param::p2pDisable() != 0 || c.peers[a].hostHash != c.peers[b].hostHash;
 }
 
 // Why this communicator cannot use the kernel path ("" when it can), from what every rank
@@ -44,8 +43,6 @@ std::string ineligible(const Comm& c) {
     return std::to_string(c.nranks) + " ranks (at most " + std::to_string(kern::kMailboxRanks) + ")";
   for (int r = 0; r < c.nranks; r++) {
     if (c.peers[r].deviceId == 0) return "ranks on host memory";
-    if (r != c.rank && reachedViaNet(c, r) && c.peerTransport[r] == nullptr)
-      return "no transport connects " + c.describePeer(r);
   }
   return "";
 }
@@ -149,7 +146,8 @@ void KernelPath::watchPeerProcesses(Comm* c) {
   const PeerInfo& me = c->peers[c->rank];
   // Peers behind the network proxy are not watched: their connection tells the proxy.
   for (int r = 0; r < c->nranks; r++)
-    if (c->peers[r].pid != me.pid && c->peers[r].pidNs == me.pidNs && !viaNet_[r]) others.push_back({r, c->peers[r].pid});
+    if (c->peers[r].pid != me.pid && c->peers[r].pidNs == me.pidNs && !viaNet_[rank_][r])
+      others.push_back({r, c->peers[r].pid});
   if (others.empty()) return;
   // The comm outlives this thread: ~KernelPath (a member of it) joins it first.
   watcher_ = std::thread([this, c, others] {
@@ -177,7 +175,7 @@ void KernelPath::fillCommon(kern::CollKernelArgs* a) const {
   a->nranks = nranks_;
   for (int r = 0; r < nranks_; r++) {
     a->mailbox[r] = base_[r];
-    a->viaNet[r] = viaNet_[r];
+    for (int p = 0; p < nranks_; p++) a->viaNet[r][p] = viaNet_[r][p];
   }
   fillRank(a);
   a->abortFlag = abortDevice_;
@@ -186,7 +184,11 @@ void KernelPath::fillCommon(kern::CollKernelArgs* a) const {
 }
 
 void KernelPath::fillRank(kern::CollKernelArgs* a) const {
-  a->mailbox[rank_] = base_[rank_];  // another rank's fillCommon leaves it out when it reaches us via the network
+  // Another rank of this process (whose fillCommon made the table) may reach through its proxy
+  // a peer whose mailbox this rank uses, or this rank itself.
+  for (int r = 0; r < nranks_; r++)
+    if (a->mailbox[r] == nullptr) a->mailbox[r] = base_[r];
+  a->mailbox[rank_] = base_[rank_];
   a->proxyBox[rank_] = proxyDevice_;
 }
 
@@ -338,23 +340,38 @@ ncclResult_t setUpKernelPath(Comm* c) {
   std::memset(devs.data(), 0, devs.size() * sizeof(DeviceRecord));
   c->backend->pciBusId(c->cudaDev).copy(devs[c->rank].busId, sizeof(devs[c->rank].busId) - 1);
   NCCLCHECK(c->bootstrap->allGather(devs.data(), sizeof(DeviceRecord)));
-  bool reachAll = true;
+  // Which ranks' devices this rank's device reaches; a pair uses each other's mailboxes only
+  // when both reach (every rank then decides the same from the gathered rows).
+  const int n = c->nranks;
+  std::vector<uint8_t> reach(static_cast<size_t>(n) * n, 0);
   std::string unreachable;
-  for (int r = 0; r < c->nranks && reachAll; r++) {
-    // Also for this rank itself (no task sends to it): a launch carrying several ranks of this
-    // process reads the table filled by one of them, so it must be the same for all of them.
-    kp->viaNet_[r] = reachedViaNet(*c, r) ? 1 : 0;
-    if (kp->viaNet_[r]) continue;
+  for (int r = 0; r < n; r++) {
+    if (hostTransportOnly(*c, c->rank, r)) continue;
     const bool sameProcess = c->peers[r].pid == me.pid && c->peers[r].pidNs == me.pidNs;
-    reachAll = c->backend->reachDevice(devs[r].busId, sameProcess, &unreachable);
+    std::string why;
+    reach[static_cast<size_t>(c->rank) * n + r] = c->backend->reachDevice(devs[r].busId, sameProcess, &why) ? 1 : 0;
+    if (!why.empty()) unreachable += (unreachable.empty() ? "" : "; ") + ("rank " + std::to_string(r) + ": " + why);
   }
+  NCCLCHECK(c->bootstrap->allGather(reach.data(), static_cast<size_t>(n)));
+  for (int a = 0; a < n; a++)
+    for (int b = 0; b < n; b++)
+      kp->viaNet_[a][b] = a != b && !(reach[static_cast<size_t>(a) * n + b] && reach[static_cast<size_t>(b) * n + a]);
+  if (!unreachable.empty())
+    INFO(kSubsysInit, "rank %d: %s: those peers are reached through the network proxy", c->rank, unreachable.c_str());
   std::vector<int> netPeers;
-  for (int r = 0; r < c->nranks; r++)
-    if (kp->viaNet_[r] && r != c->rank) netPeers.push_back(r);
+  bool transports = true;
+  for (int r = 0; r < n; r++) {
+    if (!kp->viaNet_[c->rank][r]) continue;
+    netPeers.push_back(r);
+    if (c->peerTransport[r] == nullptr) {
+      INFO(kSubsysInit, "rank %d: no transport connects %s for the network proxy", c->rank, c->describePeer(r).c_str());
+      transports = false;
+    }
+  }
   const size_t bytes = kern::mailboxBytes(c->nranks);
   void* abortDev = nullptr;
-  if (!reachAll) {
-    INFO(kSubsysInit, "rank %d: %s", c->rank, unreachable.c_str());
+  if (!transports) {
+    // no kernel path: the INFO above says why
   } else if (c->backend->allocShared(bytes, (kp->own_ = std::make_shared<dev::Buffer>()).get(), &mine.handle) ==
                  ncclSuccess &&
       c->backend->allocMapped((1 + kern::kReportWords) * sizeof(uint64_t), &kp->abortWord_, &abortDev) == ncclSuccess) {
@@ -375,14 +392,14 @@ ncclResult_t setUpKernelPath(Comm* c) {
   NCCLCHECK(c->bootstrap->allGather(recs.data(), sizeof(MailboxRecord)));
   for (const MailboxRecord& r : recs)
     if (!r.ok) {
-      INFO(kSubsysInit, "rank %d: a rank cannot reach every device or could not set up its collective mailbox; "
-           "collectives use the gate model",
+      INFO(kSubsysInit, "rank %d: a rank has no transport to a peer it reaches through the network proxy, or could "
+           "not set up its collective mailbox; collectives use the gate model",
            c->rank);
       kp.reset();  // before the other ranks may free theirs: nothing of it was used
-      return refuseGateModelUnderOneQueue(c, "a rank cannot reach every other rank's device");
+      return refuseGateModelUnderOneQueue(c, "a rank could not set up the kernel path");
     }
   for (int r = 0; r < c->nranks; r++) {
-    if (kp->viaNet_[r] && r != c->rank) continue;  // no mailbox of its is used here
+    if (kp->viaNet_[c->rank][r]) continue;  // no mailbox of its is used by this rank
     if (recs[r].pid == me.pid && recs[r].pidNs == me.pidNs) {
       kp->base_[r] = reinterpret_cast<char*>(recs[r].addr);
       if (r != c->rank) {

@@ -4,11 +4,12 @@
 // opened, the same process's used as they are) and a word of mapped host memory that makes
 // waiting kernels give up when the communicator is aborted or fails.
 //
-// Used when every rank of the communicator drives a device, there are at most
-// kern::kMailboxRanks of them, and the ranks of each host reach each other's devices (the same
-// device, or peer access). Peers on other hosts, and every peer with NCCL_P2P_DISABLE=1, are
-// reached through the rank's network proxy (comm/net_proxy.h) over the transport init chose
-// for them. Other communicators use the gate model (docs/gpu.md says what that means).
+// Used when every rank of the communicator drives a device and there are at most
+// kern::kMailboxRanks of them. Ranks whose devices reach each other (the same device, or peer
+// access both ways) use each other's mailboxes; peers on other hosts, every peer with
+// NCCL_P2P_DISABLE=1, and ranks of this host on a device this rank's cannot reach are reached
+// through the rank's network proxy (comm/net_proxy.h) over the transport init chose for them
+// (shared memory on one host). Other communicators use the gate model (docs/gpu.md).
 #pragma once
 #include <cstdint>
 #include <atomic>
@@ -75,7 +76,7 @@ class KernelPath {
   std::vector<dev::Buffer> opened_;   // other processes' mailboxes, mapped here
   char* base_[kern::kMailboxRanks] = {};
   char* proxyDevice_ = nullptr;                   // proxyBox_ as the device reaches it
-  uint8_t viaNet_[kern::kMailboxRanks] = {};      // peers reached through the proxy
+  uint8_t viaNet_[kern::kMailboxRanks][kern::kMailboxRanks] = {};  // [a][b]: a reaches b through its proxy
   std::unique_ptr<NetProxy> proxy_;               // null: no such peer
   std::vector<std::pair<int, int>> otherProcesses_;  // rank, pid (0: another pid namespace): they map ours
   uint64_t* abortHost_ = nullptr;  // [0]: abort; [1..]: the kernels' report (kern::ReportWord)

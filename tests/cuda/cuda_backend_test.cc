@@ -112,6 +112,76 @@ TEST(CudaBackend, MatrixOnFourThreadRanksOnFourDevicesWithOneHardwareQueue) {
   matrixOnThreadRanksOnTheirOwnDevices(4, true);
 }
 
+// Device 3 has no peer access to the others (FAKE_CUDA_NO_P2P; on a real host: GPUs behind
+// different PCIe root complexes without P2P). Ranks 0-2 use each other's mailboxes, and every
+// rank reaches rank 3 (and rank 3 every rank) through its network proxy over shared memory,
+// still as kernels on the caller's stream, not through the gate model. The whole matrix.
+TEST(CudaBackend, MatrixOnFourDevicesOneWithoutPeerAccessGoesThroughTheProxy) {
+  setenv("FAKE_CUDA_NO_P2P", "3", 1);
+  const std::string log = testing::TempDir() + "nop2p" + std::to_string(getpid()) + ".log";
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
+  setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+  matrixOnThreadRanksOnTheirOwnDevices(4, false);
+  const std::string text = accl_test::readFile(log);
+  unlink(log.c_str());
+  if (text.empty()) return;  // skipped above
+  EXPECT_EQ(0, accl_test::occurrences(text, "gate model")) << text;
+  EXPECT_EQ(3, accl_test::occurrences(text, "network proxy for ranks 3 via SHM")) << text;
+  EXPECT_EQ(1, accl_test::occurrences(text, "network proxy for ranks 0 via SHM, 1 via SHM, 2 via SHM")) << text;
+}
+
+// The same host, one thread driving all four ranks in groups (nccl-tests -g 4 with devices
+// 0, 0, 3, 3): ranks 0 and 1 share a launch on device 0's stream, 2 and 3 on device 3's; within
+// each pair they use mailboxes, across the pairs the proxy. Small and large all-reduces.
+TEST(CudaBackend, OneThreadDrivesRanksOnTwoDevicesWithoutPeerAccessInOneGroup) {
+  setenv("FAKE_CUDA_DEVICES", "4", 0);
+  setenv("FAKE_CUDA_NO_P2P", "3", 1);
+  REQUIRE_DRIVER(d);
+  int devices = 0;
+  d->deviceGetCount(&devices);
+  if (devices < 4) GTEST_SKIP() << "SKIP: needs 4 CUDA devices, this machine has " << devices;
+  constexpr int n = 4;
+  ncclComm_t comms[n] = {};
+  int devs[n] = {0, 0, 3, 3};
+  ASSERT_EQ(ncclSuccess, ncclCommInitAll(comms, n, devs));
+  for (const size_t count : {size_t{1000}, size_t{300000}}) {
+    CUdeviceptr buf[n] = {};
+    CUstream st[n] = {};
+    for (int r = 0; r < n; r++) {
+      useDevice(devs[r]);
+      if (r % 2 == 0) ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&st[r], CU_STREAM_NON_BLOCKING));
+      else st[r] = st[r - 1];  // the pair on one device shares the stream
+      ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf[r], count * 4));
+      std::vector<int32_t> v(count);
+      for (size_t i = 0; i < count; i++) v[i] = static_cast<int32_t>((i % 89) + r);
+      ASSERT_EQ(CUDA_SUCCESS, d->memcpyHtoD(buf[r], v.data(), count * 4));
+    }
+    for (int iter = 0; iter < 3; iter++) {
+      ASSERT_EQ(ncclSuccess, ncclGroupStart());
+      for (int r = 0; r < n; r++)
+        ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf[r]), reinterpret_cast<void*>(buf[r]), count,
+                                             ncclInt32, ncclSum, comms[r], reinterpret_cast<cudaStream_t>(st[r])));
+      ASSERT_EQ(ncclSuccess, ncclGroupEnd());
+    }
+    for (int r = 0; r < n; r++) {
+      useDevice(devs[r]);
+      ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(st[r]));
+      std::vector<int32_t> v(count);
+      d->memcpyDtoH(v.data(), buf[r], count * 4);
+      size_t wrong = 0, first = 0;
+      for (size_t i = 0; i < count; i++)
+        if (v[i] != static_cast<int32_t>((n * static_cast<int64_t>(i % 89) + n * (n - 1) / 2) * n * n) && !wrong++)
+          first = i;
+      EXPECT_EQ(0u, wrong) << "rank " << r << ", " << count << " elements: the first wrong at " << first << " is "
+                           << v[first];
+      d->memFree(buf[r]);
+    }
+    for (int r = 0; r < n; r += 2) d->streamDestroy(st[r]);
+  }
+  for (auto c : comms) EXPECT_EQ(ncclSuccess, ncclCommDestroy(c));
+}
+
 // Six thread ranks on four devices: two ranks on devices 0 and 1, one alone on 2 and on 3. A rank
 // alone on its device reaches every peer through shared memory while the others also have a
 // CUDA IPC peer; init once hung here (only the lone ranks made the collective ShmDirect board).
@@ -618,6 +688,59 @@ TEST(CudaBackend, OneThreadDrivesTwoRanksOnTheNullStreamInOneGroup) {
     EXPECT_EQ(8.0, v[0]) << "rank " << r;  // 0.5 + 1.5 = 2, doubled twice more
     EXPECT_EQ(8.0, v[count - 1]) << "rank " << r;
     d->memFree(buf[r]);
+  }
+  for (auto c : comms) EXPECT_EQ(ncclSuccess, ncclCommDestroy(c));
+}
+
+// nccl-tests -g 8: one thread drives eight ranks, each on its own device and stream, in one
+// group. Each rank's kernel goes on its own stream (one launch for all of them would need 176
+// blocks' worth of tasks in one argument block, and puts every rank's work on one device).
+// Small (every rank folds everything) and large (a slice each, then gathered) all-reduces,
+// in place, three times over, every element checked.
+TEST(CudaBackend, OneThreadDrivesEightRanksOnTheirOwnDevicesAndStreamsInOneGroup) {
+  setenv("FAKE_CUDA_DEVICES", "8", 0);
+  REQUIRE_DRIVER(d);
+  constexpr int n = 8;
+  int devices = 0;
+  d->deviceGetCount(&devices);
+  if (devices < n) GTEST_SKIP() << "SKIP: needs 8 CUDA devices, this machine has " << devices;
+  ncclComm_t comms[n] = {};
+  int devs[n];
+  for (int r = 0; r < n; r++) devs[r] = r;
+  ASSERT_EQ(ncclSuccess, ncclCommInitAll(comms, n, devs));
+  for (const size_t count : {size_t{1000}, size_t{300000}}) {
+    CUdeviceptr buf[n] = {};
+    CUstream st[n] = {};
+    for (int r = 0; r < n; r++) {
+      useDevice(r);
+      ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&st[r], CU_STREAM_NON_BLOCKING));
+      ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf[r], count * 4));
+      std::vector<int32_t> v(count);
+      for (size_t i = 0; i < count; i++) v[i] = static_cast<int32_t>((i % 89) + r);
+      ASSERT_EQ(CUDA_SUCCESS, d->memcpyHtoD(buf[r], v.data(), count * 4));
+    }
+    for (int iter = 0; iter < 3; iter++) {
+      ASSERT_EQ(ncclSuccess, ncclGroupStart());
+      for (int r = 0; r < n; r++)
+        ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf[r]), reinterpret_cast<void*>(buf[r]), count,
+                                             ncclInt32, ncclSum, comms[r], reinterpret_cast<cudaStream_t>(st[r])));
+      ASSERT_EQ(ncclSuccess, ncclGroupEnd());
+    }
+    for (int r = 0; r < n; r++) {
+      useDevice(r);
+      ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(st[r]));
+      std::vector<int32_t> v(count);
+      d->memcpyDtoH(v.data(), buf[r], count * 4);
+      size_t wrong = 0, first = 0;
+      // Each all-reduce multiplies by n what it sums: n * (i % 89) + 0 + 1 + ... + 7, then twice times n.
+      for (size_t i = 0; i < count; i++)
+        if (v[i] != static_cast<int32_t>((n * static_cast<int64_t>(i % 89) + n * (n - 1) / 2) * n * n) && !wrong++)
+          first = i;
+      EXPECT_EQ(0u, wrong) << "rank " << r << ", " << count << " elements: the first wrong at " << first << " is "
+                           << v[first];
+      d->memFree(buf[r]);
+      d->streamDestroy(st[r]);
+    }
   }
   for (auto c : comms) EXPECT_EQ(ncclSuccess, ncclCommDestroy(c));
 }

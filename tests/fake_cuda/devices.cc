@@ -1,10 +1,12 @@
 // devices.cc: cuInit, the devices (FAKE_CUDA_DEVICES, an H100/H200-like sm_90 part), their
 // primary contexts and the calling thread's current context.
 #include <pthread.h>
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 #include "internal.h"
 
 namespace fakecuda {
@@ -242,12 +244,31 @@ FAKE_CUDA_API CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
-// Every device of the fake reaches every other's memory (one host); a device is not its own peer.
+// FAKE_CUDA_NO_P2P="3" or "0,2": devices without peer access to any other device (GPUs on
+// PCIe behind different root complexes, or a board without P2P); read once.
+static bool isolated(CUdevice dev) {
+  static const std::vector<int> list = [] {
+    std::vector<int> v;
+    const char* env = std::getenv("FAKE_CUDA_NO_P2P");
+    for (const char* p = env; p && *p;) {
+      char* end = nullptr;
+      const long d = std::strtol(p, &end, 10);
+      if (end == p) break;
+      v.push_back(static_cast<int>(d));
+      p = *end == ',' ? end + 1 : end;
+    }
+    return v;
+  }();
+  return std::find(list.begin(), list.end(), static_cast<int>(dev)) != list.end();
+}
+
+// Every device of the fake reaches every other's memory (one host), except the isolated ones;
+// a device is not its own peer.
 FAKE_CUDA_API CUresult cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDev) {
   if (canAccessPeer == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = checkDevice(dev)) return r;
   if (CUresult r = checkDevice(peerDev)) return r;
-  *canAccessPeer = dev != peerDev;
+  *canAccessPeer = dev != peerDev && !isolated(dev) && !isolated(peerDev);
   return CUDA_SUCCESS;
 }
 
@@ -259,6 +280,7 @@ FAKE_CUDA_API CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int
   if (!isContext(peerContext)) return CUDA_ERROR_INVALID_CONTEXT;
   const int peer = asContext(peerContext)->device;
   if (peer == c->device) return CUDA_ERROR_INVALID_DEVICE;
+  if (isolated(peer) || isolated(c->device)) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
   std::lock_guard<std::mutex> g(table().mu);
   bool& on = table().peerEnabled[c->device][peer];
   if (on) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
