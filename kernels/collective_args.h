@@ -30,7 +30,7 @@
 
 namespace accl::kern {
 
-constexpr int kMailboxRanks = 8;       // ranks of a communicator that the kernel path serves
+constexpr int kMailboxRanks = 16;      // ranks of a communicator that the kernel path serves
 constexpr int kChannels = 2;           // per ordered pair of ranks: two independent streams
 constexpr int kSlots = 4;              // chunks in flight per channel
 constexpr size_t kChunkBytes = 128 << 10;

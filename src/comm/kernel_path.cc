@@ -324,6 +324,20 @@ ncclResult_t setUpKernelPath(Comm* c) {
          c->rank, inProcess, c->cudaDev, maxConnections(), maxConnections(), inProcess);
     return ncclInvalidUsage;
   }
+  // Every launch of the ranks on this device (of every process) must be resident at once, as
+  // their blocks wait for each other: a launch has at most kMaxTasks blocks.
+  int onDevice = 0;
+  for (const PeerInfo& p : c->peers) onDevice += p.hostHash == me.hostHash && p.deviceId == me.deviceId;
+  const int resident = c->backend->residentCollectiveBlocks();
+  if (resident > 0 && onDevice * kern::kMaxTasks > resident) {
+    WARN("rank %d: %d ranks of this communicator share device %d, and the blocks of their collective kernels wait "
+         "for each other, so all of them must be resident at once: up to %d blocks of %u threads per rank, %d in "
+         "all, where the device holds %d. Run at most %d ranks of one communicator per GPU (docs/gpu.md, \"Several "
+         "ranks on one GPU\")",
+         c->rank, onDevice, c->cudaDev, kern::kMaxTasks, kern::kCollThreads, onDevice * kern::kMaxTasks, resident,
+         resident / kern::kMaxTasks);
+    return ncclInvalidUsage;
+  }
 
   auto kp = std::make_shared<KernelPath>();
   kp->backend_ = c->backend;

@@ -103,6 +103,8 @@ class Backend {
   // fold counters in its own mailbox and queues one launch of the kernel for (type, op) with
   // args.ntasks blocks on s (a Device stream), from the calling thread, at call time.
   virtual bool runsCollectiveKernels() const { return false; }
+  // Blocks of the collective kernel that the device holds at once (0: cannot say).
+  virtual int residentCollectiveBlocks() const { return 0; }
   // Device memory (this device's, or a peer's mapped with openShared): set `bytes` to `value`,
   // or copy them to the host; on the backend's own stream, waited for. For set-up and teardown.
   virtual ncclResult_t fillDevice(void* p, unsigned char value, size_t bytes) {

@@ -237,6 +237,137 @@ TEST(CudaBackend, SixRanksOnFourDevicesUnevenlyAllReduceAsKernels) {
   for (int r = 0; r < n; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
 }
 
+// Sixteen ranks (two hosts of eight GPUs' worth), two per device on eight devices, device 7
+// without peer access (so ranks 14 and 15 are reached through the proxies): all-reduces small
+// (every rank folds everything) and large (46 blocks per rank), an all-gather and a broadcast
+// from rank 13, as kernels on the callers' streams (the gate model is not used), every element
+// checked.
+TEST(CudaBackend, SixteenRanksOnEightDevicesRunCollectivesAsKernels) {
+  setenv("FAKE_CUDA_DEVICES", "8", 0);
+  setenv("FAKE_CUDA_NO_P2P", "7", 1);
+  const std::string log = testing::TempDir() + "sixteen" + std::to_string(getpid()) + ".log";
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
+  setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+  REQUIRE_DRIVER(d);
+  int devices = 0;
+  d->deviceGetCount(&devices);
+  if (devices < 8) GTEST_SKIP() << "SKIP: needs 8 CUDA devices, this machine has " << devices;
+  constexpr int n = 16;
+  const size_t big = 300000, part = 5000;
+  std::vector<std::string> problems(n);
+  std::barrier<> meet(n);
+  std::string error;
+  auto expectAll = [&](int rank, const std::vector<int32_t>& v, const std::function<int32_t(size_t)>& want,
+                       const char* what) {
+    size_t wrong = 0, first = 0;
+    for (size_t i = 0; i < v.size(); i++)
+      if (v[i] != want(i) && !wrong++) first = i;
+    if (wrong && problems[rank].empty())
+      problems[rank] = std::string(what) + ": " + std::to_string(wrong) + " wrong of " + std::to_string(v.size()) +
+                       ", the first at " + std::to_string(first) + " is " + std::to_string(v[first]) + " not " +
+                       std::to_string(want(first));
+  };
+  bool ok = runThreadRanks(
+      n, [](int rank) { useDevice(rank / 2); },
+      [&](ncclComm_t comm, int rank) {
+        CUstream s = nullptr;
+        ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CUdeviceptr small = 0, large = 0, gathered = 0, bcast = 0;
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&small, 1000 * 4));
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&large, big * 4));
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&gathered, n * part * 4));
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&bcast, big * 4));
+        auto fill = [&](CUdeviceptr b, size_t count, int32_t k) {
+          std::vector<int32_t> v(count);
+          for (size_t i = 0; i < count; i++) v[i] = static_cast<int32_t>(i % 101) + k;
+          ASSERT_EQ(CUDA_SUCCESS, d->memcpyHtoDAsync(b, v.data(), count * 4, s));
+          ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
+        };
+        fill(small, 1000, rank);
+        fill(large, big, rank);
+        fill(bcast, big, rank * 1000);
+        fill(gathered + rank * part * 4, part, rank * 7);  // in place: rank r's share sits at r * part
+        meet.arrive_and_wait();  // buffers of every rank exist before the first collective
+        auto* sm = reinterpret_cast<void*>(small);
+        auto* lg = reinterpret_cast<void*>(large);
+        auto* ga = reinterpret_cast<int32_t*>(gathered);
+        auto* bc = reinterpret_cast<void*>(bcast);
+        auto st = reinterpret_cast<cudaStream_t>(s);
+        EXPECT_EQ(ncclSuccess, ncclAllReduce(sm, sm, 1000, ncclInt32, ncclSum, comm, st));
+        EXPECT_EQ(ncclSuccess, ncclAllReduce(lg, lg, big, ncclInt32, ncclSum, comm, st));
+        EXPECT_EQ(ncclSuccess, ncclAllGather(ga + rank * part, ga, part, ncclInt32, comm, st));
+        EXPECT_EQ(ncclSuccess, ncclBroadcast(bc, bc, big, ncclInt32, 13, comm, st));
+        ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
+        const int32_t ranksSum = n * (n - 1) / 2;
+        std::vector<int32_t> v(1000);
+        d->memcpyDtoH(v.data(), small, 1000 * 4);
+        expectAll(rank, v, [&](size_t i) { return static_cast<int32_t>(n * (i % 101)) + ranksSum; }, "small all-reduce");
+        v.resize(big);
+        d->memcpyDtoH(v.data(), large, big * 4);
+        expectAll(rank, v, [&](size_t i) { return static_cast<int32_t>(n * (i % 101)) + ranksSum; }, "large all-reduce");
+        d->memcpyDtoH(v.data(), bcast, big * 4);
+        expectAll(rank, v, [&](size_t i) { return static_cast<int32_t>(i % 101) + 13000; }, "broadcast");
+        v.resize(n * part);
+        d->memcpyDtoH(v.data(), gathered, n * part * 4);
+        expectAll(rank, v, [&](size_t i) { return static_cast<int32_t>((i % part) % 101 + (i / part) * 7); }, "all-gather");
+        meet.arrive_and_wait();
+        d->memFree(small);
+        d->memFree(large);
+        d->memFree(bcast);
+        d->memFree(gathered);
+        d->streamDestroy(s);
+      },
+      &error);
+  ASSERT_TRUE(ok) << error;
+  for (int r = 0; r < n; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
+  const std::string text = accl_test::readFile(log);
+  unlink(log.c_str());
+  EXPECT_EQ(0, accl_test::occurrences(text, "gate model")) << text;
+  EXPECT_EQ(n, accl_test::occurrences(text, "collectives run as kernels on the caller's stream")) << text;
+}
+
+// A GPU with 16 SMs holds 16 x 8 blocks of the collective kernel at once (the fake's occupancy:
+// 2048 threads per SM, 256 per block); three ranks on it could need 3 x 48 launched side by
+// side, and blocks that are not resident never run while the resident ones wait for them. So
+// init refuses it on every rank of that device, naming how many ranks per GPU fit; two fit.
+TEST(CudaBackend, MoreRanksOnOneDeviceThanItsResidentBlocksHoldAreRefusedAtInit) {
+  setenv("FAKE_CUDA_SMS", "16", 1);
+  const std::string log = testing::TempDir() + "resident" + std::to_string(getpid()) + ".log";
+  setenv("NCCL_DEBUG", "WARN", 1);
+  setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+  REQUIRE_DRIVER(d);
+  std::string error;
+  bool ok = runThreadRanks(3, [](int) { useDevice(0); }, [](ncclComm_t, int) {}, &error);
+  EXPECT_FALSE(ok) << "three ranks on a 16-SM device were accepted";
+  const std::string text = accl_test::readFile(log);
+  unlink(log.c_str());
+  EXPECT_EQ(3, accl_test::occurrences(text, "all of them must be resident at once")) << text;
+  EXPECT_NE(std::string::npos, text.find("where the device holds 128. Run at most 2 ranks of one communicator per GPU"))
+      << text;
+  std::vector<std::string> problems(2);
+  ok = runThreadRanks(
+      2, [](int) { useDevice(0); },
+      [&](ncclComm_t comm, int rank) {
+        CUdeviceptr b = 0;
+        CUstream s = nullptr;
+        ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&s, CU_STREAM_NON_BLOCKING));
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&b, 4000));
+        std::vector<int32_t> v(1000, rank + 1);
+        d->memcpyHtoD(b, v.data(), 4000);
+        EXPECT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(b), reinterpret_cast<void*>(b), 1000, ncclInt32,
+                                             ncclSum, comm, reinterpret_cast<cudaStream_t>(s)));
+        d->streamSynchronize(s);
+        d->memcpyDtoH(v.data(), b, 4000);
+        if (v[0] != 3 || v[999] != 3) problems[rank] = "sum " + std::to_string(v[0]) + ", " + std::to_string(v[999]);
+        d->streamDestroy(s);
+        d->memFree(b);
+      },
+      &error);
+  EXPECT_TRUE(ok) << error;
+  for (int r = 0; r < 2; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
+}
+
 // One rank: every collective is its own kernel launch on the user's stream (no gate, no
 // worker): the whole matrix, PreMulSum and sends/receives to itself included, and no stream
 // memory operation on the fake.

@@ -47,6 +47,16 @@ CUresult checkDevice(CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
+// FAKE_CUDA_SMS: a smaller part than the default H100/H200-like 132 SMs.
+int multiprocessors() {
+  static const int sms = [] {
+    const char* env = std::getenv("FAKE_CUDA_SMS");
+    const int v = env ? std::atoi(env) : 0;
+    return v > 0 ? v : 132;
+  }();
+  return sms;
+}
+
 int attribute(CUdevice_attribute a) {
   switch (a) {
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
@@ -58,7 +68,7 @@ int attribute(CUdevice_attribute a) {
     case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: return 65535;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: return 49152;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: return 32;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return 132;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return multiprocessors();
     case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: return 1;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return 9;

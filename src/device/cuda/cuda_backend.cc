@@ -131,6 +131,8 @@ class CudaBackend final : public Backend {
     return ncclSuccess;
   }
 
+  int residentCollectiveBlocks() const override { return dev_.residentCollectiveBlocks(); }
+
   uint64_t deviceId() const override {
     uint64_t h = 1469598103934665603ull;  // FNV-1a of the PCI bus id: equal on every process
     for (char ch : dev_.pciBusId()) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;

@@ -1,5 +1,7 @@
 #include "device/cuda/cuda_device.h"
+#include <algorithm>
 #include <memory>
+#include "collective_args.h"
 #include "base/log.h"
 #include "device/cuda/kernel_names.h"
 
@@ -69,8 +71,22 @@ ncclResult_t CudaDevice::init() {
     }
     kernels_[name] = fn;
   }
-  INFO(kSubsysInit, "CUDA device %d (%s): %zu kernels resolved at set-up, %d SMs, registered host memory %s, 64-bit stream memory operations %s",
-       ordinal_, pciBusId_.c_str(), kernels_.size(), sms_, hostPtrIsDevPtr_ ? "at the same address" : "mapped",
+  // The collective kernels' blocks of all local ranks wait for each other, so all must be
+  // resident at once: how many fit (the smallest figure over the collective kernels).
+  if (api_.occupancyMaxActiveBlocksPerMultiprocessor) {
+    int fewest = 0;
+    for (const auto& [name, fn] : kernels_) {
+      if (name.rfind("accl_coll_", 0) != 0) continue;
+      int blocks = 0;
+      if (api_.occupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, static_cast<int>(kern::kCollThreads), 0) !=
+          kSuccess)
+        continue;
+      fewest = fewest == 0 ? blocks : std::min(fewest, blocks);
+    }
+    residentCollBlocks_ = fewest * sms_;
+  }
+  INFO(kSubsysInit, "CUDA device %d (%s): %zu kernels resolved at set-up, %d SMs (%d collective blocks resident at once), registered host memory %s, 64-bit stream memory operations %s",
+       ordinal_, pciBusId_.c_str(), kernels_.size(), sms_, residentCollBlocks_, hostPtrIsDevPtr_ ? "at the same address" : "mapped",
        memOps64_ ? "yes" : "no");
   return ncclSuccess;
 }

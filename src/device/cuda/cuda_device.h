@@ -22,6 +22,9 @@ class CudaDevice {
   const std::string& pciBusId() const { return pciBusId_; }
   const Uuid& uuid() const { return uuid_; }
   int multiprocessors() const { return sms_; }
+  // Blocks of the collective kernel (kern::kCollThreads threads each) that the device holds at
+  // once, over all its SMs; 0 when the driver cannot say.
+  int residentCollectiveBlocks() const { return residentCollBlocks_; }
   bool hostPointerIsDevicePointer() const { return hostPtrIsDevPtr_; }
   bool streamMemOps64() const { return memOps64_; }
   // A kernel by name, resolved at set-up (kernel_names.h says why), or nullptr with a WARN.
@@ -38,6 +41,7 @@ class CudaDevice {
   std::string pciBusId_;
   Uuid uuid_{};
   int sms_ = 1;
+  int residentCollBlocks_ = 0;
   bool hostPtrIsDevPtr_ = false;
   bool memOps64_ = false;
   std::map<std::string, CUfunction> kernels_;  // filled by init, read-only afterwards

@@ -76,6 +76,7 @@ const DriverApi* load(std::string* why) {
   bind(lib, "cuIpcCloseMemHandle", &api.ipcCloseMemHandle, &missing);
   std::string optional;
   bind(lib, "cuThreadExchangeStreamCaptureMode", &api.threadExchangeStreamCaptureMode, &optional);
+  bind(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor", &api.occupancyMaxActiveBlocksPerMultiprocessor, &optional);
   if (!missing.empty()) {
     *why = "the CUDA driver lacks " + missing + " (too old?)";
     return nullptr;

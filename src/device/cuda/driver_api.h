@@ -128,6 +128,9 @@ struct DriverApi {
   CUresult (*ctxEnablePeerAccess)(CUcontext peer, unsigned flags) = nullptr;          // cuCtxEnablePeerAccess
   // Optional (null when the driver lacks it): the calling thread's stream-capture mode.
   CUresult (*threadExchangeStreamCaptureMode)(int* mode) = nullptr;  // cuThreadExchangeStreamCaptureMode
+  // Optional: how many blocks of a kernel fit on one SM at once.
+  CUresult (*occupancyMaxActiveBlocksPerMultiprocessor)(int* blocks, CUfunction fn, int blockSize,
+                                                        size_t dynamicSharedBytes) = nullptr;
 };
 
 // The driver of this process, loaded and initialised (cuInit) once; nullptr when there is
