@@ -38,6 +38,19 @@ constexpr int kMaxTasks = 48;
 constexpr int kMaxSegments = 64;
 constexpr unsigned kCollThreads = 256;
 
+// A call's fingerprint (transports/call_stamp.h's CallStamp, the same 24 bytes): the sender of
+// a chunk puts its call's next to the chunk (a sends' count is its byte count and its root
+// the sender), the receiver compares it with its own before it uses the chunk. magic 0: calls
+// carry no stamps (ACCL_CHECK_MISMATCH=0 or 2).
+struct KStamp {
+  uint32_t magic;
+  uint32_t seq;
+  uint64_t count;
+  int32_t root;
+  uint8_t kind, type, red, flags;
+};
+static_assert(sizeof(KStamp) == 24, "call stamp");
+
 struct MailboxHeader {
   uint64_t posted[kMailboxRanks][kChannels];    // written by the sender s: chunks it put in my slots
   uint64_t freed[kMailboxRanks][kChannels];     // written by the receiver d: chunks of mine it is done with
@@ -50,8 +63,10 @@ struct MailboxHeader {
   // Set by rank r (non-zero) once it has unmapped this mailbox at ncclCommDestroy: the owner
   // frees it only then (freeing exported memory a peer still has open is undefined behaviour).
   uint64_t closedBy[kMailboxRanks];
+  // Written by the sender s with each chunk, before it posts it: the stamp of its call.
+  KStamp stamps[kMailboxRanks][kChannels][kSlots];
 };
-constexpr size_t kMailboxHeaderBytes = 4096;
+constexpr size_t kMailboxHeaderBytes = 8192;
 static_assert(sizeof(MailboxHeader) <= kMailboxHeaderBytes, "mailbox header");
 
 constexpr size_t mailboxBytes(int nranks) {
@@ -70,8 +85,10 @@ struct ProxyHeader {
   // that destroyed its communicator is an error only when a kernel still needs it, as on the host)
   uint64_t inWanted[kMailboxRanks][kChannels];
   uint64_t outBytes[kMailboxRanks][kChannels][kSlots];  // kernel: bytes in each out slot
+  KStamp outStamp[kMailboxRanks][kChannels][kSlots];    // kernel: the call stamp of each out slot
+  KStamp inStamp[kMailboxRanks][kChannels][kSlots];     // proxy: the stamp that came with each in slot
 };
-constexpr size_t kProxyHeaderBytes = 4096;
+constexpr size_t kProxyHeaderBytes = 16384;
 static_assert(sizeof(ProxyHeader) <= kProxyHeaderBytes, "proxy header");
 
 // Out slots for every peer, then in slots for every peer, indexed by peer rank.
@@ -117,14 +134,23 @@ enum class ScalarKind : uint8_t { None, Immediate, Device };
 
 // What a kernel that gave up (ACCL_TIMEOUT) writes for the host, in mapped host memory: the
 // first one to time out wins (code goes 0 -> kReportTimedOut last, after the other words).
-enum ReportWord { kReportCode, kReportRank, kReportPeer, kReportWhat, kReportChannel, kReportChunk, kReportWords };
+// A mismatch also leaves both stamps (3 words each): the rank's call and what the peer sent.
+enum ReportWord {
+  kReportCode, kReportRank, kReportPeer, kReportWhat, kReportChannel, kReportChunk,
+  kReportMine, kReportTheirs = kReportMine + 3, kReportWords = kReportTheirs + 3
+};
 constexpr uint64_t kReportTimedOut = 1;
+constexpr uint64_t kReportMismatch = 2;
 // kReportWhat: what the kernel waited for.
 enum WaitWhat : uint64_t { kWaitPeerData = 1, kWaitPeerSpace = 2, kWaitOwnFold = 3, kWaitOwnSend = 4 };
 
 struct CollKernelArgs {
   int32_t nranks;
   int32_t ntasks;
+  // [rank]: the stamp of that rank's call in this launch; p2p: the launch is a group's sends
+  // and receives (each chunk's stamp then counts its segment's bytes and names its sender).
+  KStamp stamp[kMailboxRanks];
+  uint32_t p2p;
   // Fold: every rank contributes; the result is divided by `divisor` when > 1 (ncclAvg).
   // PreMulSum: rank r's local contribution (and its Send segments marked scaled) multiplied by
   // its scalar: immediate bytes here, or read from device memory when the kernel runs.

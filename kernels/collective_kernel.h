@@ -31,6 +31,7 @@ struct Link {
   char* slot;
   uint64_t* posted;
   uint64_t* freed;
+  KStamp* stamp;  // the call stamp that goes with the chunk
 };
 
 // Chunk g of `rank`'s stream to `peer` on channel ch: in the peer's mailbox, or in an out slot
@@ -39,10 +40,10 @@ ACCL_DEV Link outgoing(const CollKernelArgs& a, int rank, int peer, int ch, uint
   if (a.viaNet[rank][peer]) {
     ProxyHeader* h = proxy(a, rank);
     return {devicePointer(a.proxyBox[rank] + proxyOutOffset(peer, ch, g)), &h->outPosted[peer][ch],
-            &h->outFreed[peer][ch]};
+            &h->outFreed[peer][ch], &h->outStamp[peer][ch][g % kSlots]};
   }
   return {devicePointer(a.mailbox[peer] + slotOffset(rank, ch, g)), &header(a, peer)->posted[rank][ch],
-          &header(a, rank)->freed[peer][ch]};
+          &header(a, rank)->freed[peer][ch], &header(a, peer)->stamps[rank][ch][g % kSlots]};
 }
 
 // Chunk g of `peer`'s stream to `rank` on channel ch: in the rank's mailbox, or in an in slot of
@@ -52,10 +53,30 @@ ACCL_DEV Link incoming(const CollKernelArgs& a, int rank, int peer, int ch, uint
     ProxyHeader* h = proxy(a, rank);
     if (threadIndex() == 0 && loadAcquire(&h->inWanted[peer][ch]) < g + 1) storeRelease(&h->inWanted[peer][ch], g + 1);
     return {devicePointer(a.proxyBox[rank] + proxyInOffset(a.nranks, peer, ch, g)), &h->inPosted[peer][ch],
-            &h->inFreed[peer][ch]};
+            &h->inFreed[peer][ch], &h->inStamp[peer][ch][g % kSlots]};
   }
   return {devicePointer(a.mailbox[rank] + slotOffset(peer, ch, g)), &header(a, rank)->posted[peer][ch],
-          &header(a, peer)->freed[rank][ch]};
+          &header(a, peer)->freed[rank][ch], &header(a, rank)->stamps[peer][ch][g % kSlots]};
+}
+
+// The stamp of `sender`'s call for chunks of a segment of `bytes` (a group's sends and
+// receives: each send's own size and sender, as both sides split them alike).
+ACCL_DEV KStamp stampOf(const CollKernelArgs& a, int rank, int sender, uint64_t bytes) {
+  KStamp s = a.stamp[rank];
+  if (a.p2p) {
+    s.count = bytes;
+    s.root = sender;
+  }
+  return s;
+}
+
+ACCL_DEV void putStamp(uint64_t* words, const KStamp& s) {
+  const unsigned char* b = reinterpret_cast<const unsigned char*>(&s);
+  for (int w = 0; w < 3; w++) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | b[w * 8 + i];
+    words[w] = v;
+  }
 }
 
 // What a wait is for, for the report when it times out.
@@ -90,6 +111,28 @@ ACCL_DEV bool waitAtLeast(const CollKernelArgs& a, const uint64_t* flag, uint64_
     }
     spinPause();
   }
+}
+
+// Whether the chunk `rank` is about to use (in call `want`) came from the same call on the
+// peer; if not, the first rank of this process to see it reports both stamps for the host
+// (which fails the call naming both), and every wait of the launch gives up. Stamps off: true.
+ACCL_DEV bool stampMatches(const CollKernelArgs& a, const KStamp* got, const KStamp& want, WaitFor w) {
+  if (want.magic == 0) return true;
+  const KStamp g = *got;
+  if (g.magic == want.magic && g.seq == want.seq && g.count == want.count && g.root == want.root &&
+      g.kind == want.kind && g.type == want.type && g.red == want.red && g.flags == want.flags)
+    return true;
+  uint64_t* report = a.report ? devicePointer(a.report) : nullptr;
+  if (report && threadIndex() == 0 && claimOnce(&report[kReportRank], static_cast<uint64_t>(w.rank) + 1)) {
+    report[kReportPeer] = static_cast<uint64_t>(w.peer);
+    report[kReportWhat] = w.what;
+    report[kReportChannel] = static_cast<uint64_t>(w.ch);
+    report[kReportChunk] = w.chunk;
+    putStamp(&report[kReportMine], want);
+    putStamp(&report[kReportTheirs], g);
+    storeRelease(&report[kReportCode], kReportMismatch);
+  }
+  return false;
 }
 
 // The block's threads copy `bytes` (vectors only where both ends allow them).
@@ -142,6 +185,7 @@ ACCL_DEV void runSend(const CollKernelArgs& a, const KTask& t) {
       syncBlock();
       if (threadIndex() == 0) {
         if (a.viaNet[t.rank][t.peer]) proxy(a, t.rank)->outBytes[t.peer][t.ch][g % kSlots] = n;  // the proxy sends n bytes
+        *out.stamp = stampOf(a, t.rank, t.rank, seg.bytes);
         storeRelease(out.posted, g + 1);
         if (t.ch == 0) storeRelease(&me->sentChunks[t.peer], i + 1);
       }
@@ -160,6 +204,8 @@ ACCL_DEV void runRecv(const CollKernelArgs& a, const KTask& t) {
       const size_t n = seg.bytes - off < kChunkBytes ? seg.bytes - off : kChunkBytes;
       const Link in = incoming(a, t.rank, t.peer, t.ch, g);
       if (!waitAtLeast(a, in.posted, g + 1, {t.rank, t.peer, t.ch, kWaitPeerData, g})) return;
+      if (!stampMatches(a, in.stamp, stampOf(a, t.rank, t.peer, seg.bytes), {t.rank, t.peer, t.ch, kWaitPeerData, g}))
+        return;
       blockCopy(devicePointer(seg.dst + off), in.slot, n);
       syncBlock();
       if (threadIndex() == 0) storeRelease(in.freed, g + 1);
@@ -198,6 +244,7 @@ ACCL_DEV void runFold(const CollKernelArgs& a, const KTask& t) {
       }
       const Link l = incoming(a, rank, r, t.ch, g[r]);
       if (!waitAtLeast(a, l.posted, g[r] + 1, {rank, r, t.ch, kWaitPeerData, g[r]})) return;
+      if (!stampMatches(a, l.stamp, a.stamp[rank], {rank, r, t.ch, kWaitPeerData, g[r]})) return;
       in[r] = reinterpret_cast<const S*>(l.slot);
     }
     if (seg.foldWait)

@@ -179,8 +179,9 @@ ncclResult_t record(const Call& c) {
   op.sendbuff = c.sendbuff;
   op.recvbuff = c.recvbuff;
   op.comm = std::move(comm);
-  // Host buffers only: with a device backend the kernels move the bytes (stamps not carried yet).
-  if (callStampsOn() && op.comm->backend->hostBuffers())
+  // Host buffers, and device buffers whose collective kernels carry and check stamps (the gate
+  // model's device copies do not).
+  if (callStampsOn() && (op.comm->backend->hostBuffers() || op.comm->kernelPath))
     op.stamp = stampOf(op, op.isP2p() ? op.comm->callSeq.load(std::memory_order_relaxed)
                                       : op.comm->callSeq.fetch_add(1, std::memory_order_relaxed) + 1);
   ncclResult_t direct;

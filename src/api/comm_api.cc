@@ -6,6 +6,7 @@
 #include "base/check.h"
 #include "base/trace.h"
 #include "comm/kernel_path.h"
+#include "sched/call_stamp.h"
 
 using namespace accl;
 
@@ -32,7 +33,7 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   unregisterComm(comm);
   waitIdle(*c);
   if (c->kernelPath) {
-    c->kernelPath->checkKernels(*c);  // says so if a kernel gave up
+    c->kernelPath->checkKernels(*c, describeStampBytes);  // says so if a kernel gave up
     c->kernelPath->finishSends(*c);   // what its network proxy still has to send, before depart()
   }
   c->backend->shutdown(false);
@@ -83,7 +84,7 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asy
   if (init == ncclInProgress) {
     *asyncError = ncclInProgress;
   } else {
-    if (c->kernelPath) c->kernelPath->checkKernels(*c);  // a kernel that gave up (ACCL_TIMEOUT)
+    if (c->kernelPath) c->kernelPath->checkKernels(*c, describeStampBytes);  // a kernel that gave up (ACCL_TIMEOUT)
     *asyncError = static_cast<ncclResult_t>(c->asyncError.load());
   }
   return ncclSuccess;

@@ -220,11 +220,25 @@ void KernelPath::finishSends(Comm& c) {
          rank_, static_cast<long long>(limit.count()));
 }
 
-ncclResult_t KernelPath::checkKernels(Comm& c) {
+ncclResult_t KernelPath::checkKernels(Comm& c, std::string (*describe)(const void* stamp)) {
   const uint64_t* report = abortHost_ + 1;
-  if (abortHost_ == nullptr || __atomic_load_n(&report[kern::kReportCode], __ATOMIC_ACQUIRE) == 0)
-    return ncclSuccess;
+  const uint64_t code = abortHost_ ? __atomic_load_n(&report[kern::kReportCode], __ATOMIC_ACQUIRE) : 0;
+  if (code == 0) return ncclSuccess;
   std::lock_guard<std::mutex> lk(mu_);
+  if (code == kern::kReportMismatch) {
+    if (!reported_) {
+      reported_ = true;
+      const int rank = static_cast<int>(report[kern::kReportRank]) - 1;
+      const int peer = static_cast<int>(report[kern::kReportPeer]);
+      WARN("rank %d: mismatched calls: rank %d is in %s but the data %s sent it is for %s; the call fails and the "
+           "communicator with it (the collective kernels cannot realign their streams): destroy it and create a new "
+           "one",
+           c.rank, rank, describe(&report[kern::kReportMine]).c_str(),
+           peer >= 0 && peer < c.nranks ? c.describePeer(peer).c_str() : "?", describe(&report[kern::kReportTheirs]).c_str());
+    }
+    c.fail(ncclInvalidUsage);
+    return ncclInvalidUsage;
+  }
   if (!reported_) {
     reported_ = true;
     const int rank = static_cast<int>(report[kern::kReportRank]) - 1;

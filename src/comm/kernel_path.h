@@ -33,7 +33,9 @@ class KernelPath {
   void stopKernels();
   // ncclRemoteError (WARNed once, the communicator failed) when a kernel of this rank gave
   // up after ACCL_TIMEOUT: its results are not valid, and the wait it gave up is named.
-  ncclResult_t checkKernels(Comm& c);
+  // ncclInvalidUsage (WARNed once naming both calls with `describe`, the communicator failed)
+  // when a kernel found a peer's chunk stamped with another call than its own.
+  ncclResult_t checkKernels(Comm& c, std::string (*describe)(const void* stamp));
   // Peers in other processes of this host whose mailbox this rank uses (peers behind the network
   // proxy have a connection that says so): a thread checks every 200 ms that each is alive, and
   // fails the communicator (kernels give up) naming the one that exited. Started by setUpKernelPath.

@@ -99,6 +99,7 @@ ncclResult_t NetProxy::sendSome(Peer& p, bool* moved) {
       p.out.magic = kFrameMagic;
       p.out.ch = static_cast<uint8_t>(c);
       p.out.bytes = header_->outBytes[p.rank][c][p.shipped[c] % kern::kSlots];
+      p.out.stamp = header_->outStamp[p.rank][c][p.shipped[c] % kern::kSlots];
       p.outDone = 0;
       p.nextCh = (c + 1) % kern::kChannels;
     }
@@ -186,6 +187,7 @@ ncclResult_t NetProxy::receiveSome(Peer& p, bool* moved) {
       *moved = true;
       if (p.inDone < p.in.bytes) continue;
     }
+    header_->inStamp[p.rank][c][g % kern::kSlots] = p.in.stamp;
     p.received[c]++;
     storeRelease(&header_->inPosted[p.rank][c], p.received[c]);
     p.receiving = false;

@@ -6,8 +6,9 @@
 // counters work). It makes no device call at all, so nothing the kernels wait for is device
 // work queued by the host, and it never allocates: the box and connections are made at init.
 //
-// On the connection every chunk is one frame: a 16-byte header (magic, channel, byte count)
-// and the bytes. The two channels of a pair share the connection in the order their chunks
+// On the connection every chunk is one frame: a 40-byte header (magic, channel, byte count,
+// the sender's call stamp, which the peer's proxy puts next to the in slot for its kernel to
+// check) and the bytes. The two channels of a pair share the connection in the order their chunks
 // were posted; the receiving side of a channel never waits for the other channel, so a frame
 // that waits for a free in slot holds up the ones behind it only until the kernel takes it.
 #pragma once
@@ -49,8 +50,9 @@ class NetProxy {
     uint8_t ch;
     uint8_t pad[3];
     uint64_t bytes;
+    kern::KStamp stamp;  // the sender's call stamp for the chunk (kern::KStamp)
   };
-  static_assert(sizeof(Frame) == 16, "frame header");
+  static_assert(sizeof(Frame) == 40, "frame header");
   struct Peer {
     int rank = 0;
     PeerConnection* conn = nullptr;

@@ -52,6 +52,12 @@ std::string describeStamp(const CallStamp& s) {
   return d + " (call #" + std::to_string(s.seq) + ")";
 }
 
+std::string describeStampBytes(const void* stamp) {
+  CallStamp s;
+  std::memcpy(&s, stamp, sizeof(s));
+  return describeStamp(s);
+}
+
 ncclResult_t failMismatch(Comm& c, const CallStamp& mine, int peer, const CallStamp& theirs, const char* where) {
   if (theirs.magic != kCallStampMagic) {
     // Without a stamp nothing says where the peer's bytes end: the streams cannot be realigned.

@@ -26,6 +26,8 @@ CallStamp stampOf(const OpDesc& op, uint32_t seq);
 inline uint64_t stampOrder(const CallStamp& s) { return uint64_t(s.seq) * 2 + (s.kind == kSendKind ? 1 : 0); }
 // "AllReduce(1000 x float32, sum) (call #5)"; "no call stamp" for data without one.
 std::string describeStamp(const CallStamp& s);
+// The same for a stamp's 24 bytes as a collective kernel reports them (kern::KStamp).
+std::string describeStampBytes(const void* stamp);
 // The mismatch seen by this rank (its call `mine`, `peer`'s `theirs`, seen `where`): WARNs
 // both calls and asks for a realignment of the connections (sched/realign.h), which fails the
 // call on every rank in it and leaves the communicator usable. Returns ncclInvalidUsage. Data

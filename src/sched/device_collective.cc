@@ -1,10 +1,12 @@
 #include "sched/device_collective.h"
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include "base/check.h"
 #include "base/log.h"
 #include "coll/algorithms.h"
 #include "comm/kernel_path.h"
+#include "sched/call_stamp.h"
 
 namespace accl {
 namespace {
@@ -94,6 +96,13 @@ class LaunchDraft {
   int rank_ = 0;
 };
 
+// The op's call stamp (sched/call_stamp.h; magic 0 when calls carry none), as the kernels check it.
+void setStamp(const OpDesc& op, int rank, kern::CollKernelArgs* a) {
+  static_assert(sizeof(kern::KStamp) == sizeof(CallStamp) && offsetof(kern::KStamp, count) == offsetof(CallStamp, count) &&
+                offsetof(kern::KStamp, kind) == offsetof(CallStamp, kind));
+  std::memcpy(&a->stamp[rank], &op.stamp, sizeof(CallStamp));
+}
+
 void setScalar(const OpDesc& op, int rank, kern::CollKernelArgs* a) {
   if (!op.preMul) return;
   if (op.deviceScalar) {
@@ -124,6 +133,7 @@ void buildCollective(const OpDesc& op, int rank, int n, LaunchDraft* d) {
   const bool scaled = op.preMul;
   d->args().divisor = op.avg ? static_cast<uint32_t>(n) : 1;
   setScalar(op, rank, &d->args());
+  setStamp(op, rank, &d->args());
   switch (op.kind) {
     case OpKind::AllReduce:
       if (bytes <= kOneShotBytes) {
@@ -223,6 +233,10 @@ void toKernelAddresses(dev::Backend& backend, OpDesc* op) {
 ncclResult_t buildPointToPoint(std::vector<OpDesc*>& p2p, KernelPath& kp, const dev::StreamRef& stream,
                                bool capturing, int rank, LaunchDraft* d, dev::Backend& backend) {
   d->forRank(rank);
+  // Every send and receive of the group carries the same call number (the last collective
+  // before the group); the kernel puts each one's size and sender in.
+  d->args().p2p = 1;
+  setStamp(*p2p.front(), rank, &d->args());
   std::vector<Span> writes;
   for (OpDesc* op : p2p)
     if (op->kind == OpKind::Recv) writes.push_back(spanOf(op->recvbuff, op->count * dev::typeSize(op->type)));
@@ -298,7 +312,7 @@ ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops) {
     }
     (op->isP2p() ? it->p2p : it->colls).push_back(op.get());
   }
-  for (RankOps& r : ranks) NCCLCHECK(r.comm->kernelPath->checkKernels(*r.comm));
+  for (RankOps& r : ranks) NCCLCHECK(r.comm->kernelPath->checkKernels(*r.comm, describeStampBytes));
   Comm& c0 = *ranks.front().comm;
   dev::Backend& backend = *c0.backend;
   const dev::StreamRef first = ops.front()->stream;

@@ -368,6 +368,101 @@ TEST(CudaBackend, MoreRanksOnOneDeviceThanItsResidentBlocksHoldAreRefusedAtInit)
   for (int r = 0; r < 2; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
 }
 
+// Mismatched calls on the kernel path (issue 27 on GPUs): every chunk carries its sender's call
+// stamp next to it (in the peer's mailbox, or through the network proxy's frame header), and
+// the receiving kernel checks it before it uses the chunk. Two thread ranks on one device
+// (mailboxes) or, with NCCL_P2P_DISABLE=1, through their proxies over shared memory: counts
+// 1000 vs 2000, float32 vs int32, sum vs max, a group's send and receive of 500 vs 1000
+// elements. The mismatched call does not hang (the kernels
+// give up), ncclCommGetAsyncError then says ncclInvalidUsage on both ranks, and the WARN names
+// both calls. A matched call before it is exact, as stamps must not fail matched calls.
+class KernelMismatch : public testing::TestWithParam<std::tuple<const char*, bool>> {};
+
+TEST_P(KernelMismatch, FailsOnBothRanksNamingBothCallsInsteadOfWrongDataOrAHang) {
+  const std::string kind = std::get<0>(GetParam());
+  const bool proxy = std::get<1>(GetParam());
+  if (proxy) setenv("NCCL_P2P_DISABLE", "1", 1);
+  const std::string log = testing::TempDir() + "kmismatch" + std::to_string(getpid()) + ".log";
+  setenv("NCCL_DEBUG", "WARN", 1);
+  setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+  REQUIRE_DRIVER(d);
+  std::vector<std::string> problems(2);
+  std::vector<ncclResult_t> async(2, ncclSuccess);
+  std::string error;
+  bool ok = runThreadRanks(
+      2, [](int) { useDevice(0); },
+      [&](ncclComm_t comm, int rank) {
+        CUstream s = nullptr;
+        ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&s, CU_STREAM_NON_BLOCKING));
+        auto st = reinterpret_cast<cudaStream_t>(s);
+        CUdeviceptr b = 0;
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&b, 2000 * 4));
+        std::vector<int32_t> v(2000, rank + 1);
+        d->memcpyHtoD(b, v.data(), 2000 * 4);
+        void* p = reinterpret_cast<void*>(b);
+        EXPECT_EQ(ncclSuccess, ncclAllReduce(p, p, 2000, ncclInt32, ncclSum, comm, st));
+        EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
+        d->memcpyDtoH(v.data(), b, 2000 * 4);
+        if (v[0] != 3 || v[1999] != 3) problems[rank] = "the matched all-reduce gave " + std::to_string(v[0]);
+        size_t count = 1000;
+        ncclDataType_t type = ncclInt32;
+        ncclRedOp_t op = ncclSum;
+        if (rank == 1 && kind == "count") count = 2000;
+        if (rank == 1 && kind == "type") type = ncclFloat32;
+        if (rank == 1 && kind == "op") op = ncclMax;
+        // Queued without an error: the mismatch shows once the kernels have run.
+        if (kind == "send") {
+          // Rank 0 sends and receives 1000 elements, rank 1 2000: each receives another size.
+          const size_t n = rank == 0 ? 1000 : 2000;
+          EXPECT_EQ(ncclSuccess, ncclGroupStart());
+          EXPECT_EQ(ncclSuccess, ncclSend(p, n / 2, ncclInt32, 1 - rank, comm, st));
+          EXPECT_EQ(ncclSuccess, ncclRecv(static_cast<int32_t*>(p) + 1000, n / 2, ncclInt32, 1 - rank, comm, st));
+          EXPECT_EQ(ncclSuccess, ncclGroupEnd());
+        } else {
+          EXPECT_EQ(ncclSuccess, ncclAllReduce(p, p, count, type, op, comm, st));
+        }
+        EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s)) << "the mismatched call did not end";
+        ncclCommGetAsyncError(comm, &async[rank]);
+        d->streamDestroy(s);
+        d->memFree(b);
+      },
+      &error);
+  unsetenv("NCCL_P2P_DISABLE");
+  EXPECT_TRUE(ok) << error;
+  const std::string text = accl_test::readFile(log);
+  unlink(log.c_str());
+  for (int r = 0; r < 2; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
+  if (!proxy) {
+    // Both kernels read the other's chunk from their own mailbox: both see the mismatch.
+    for (int r = 0; r < 2; r++) EXPECT_EQ(ncclInvalidUsage, async[r]) << "rank " << r;
+    EXPECT_EQ(2, accl_test::occurrences(text, "mismatched calls: rank")) << text;
+  } else {
+    // The rank that saw it first fails the communicator, which closes its connections; the
+    // other may then learn it as a lost peer before its proxy has read the chunk (issue 27:
+    // through the communicator's error state, as a peer failure).
+    int saw = 0;
+    for (int r = 0; r < 2; r++) {
+      saw += async[r] == ncclInvalidUsage;
+      EXPECT_TRUE(async[r] == ncclInvalidUsage || async[r] == ncclRemoteError) << "rank " << r << ": " << async[r];
+    }
+    EXPECT_LE(1, saw);
+    EXPECT_LE(saw, accl_test::occurrences(text, "mismatched calls: rank")) << text;
+  }
+  const char* mine = kind == "send" ? "a send of 2000 bytes from rank" : "AllReduce(1000 x int32, sum)";
+  const char* theirs = kind == "count"  ? "AllReduce(2000 x int32, sum)"
+                       : kind == "type" ? "AllReduce(1000 x float32, sum)"
+                       : kind == "op"   ? "AllReduce(1000 x int32, max)"
+                                        : "a send of 4000 bytes from rank";
+  EXPECT_NE(std::string::npos, text.find(mine)) << text;
+  EXPECT_NE(std::string::npos, text.find(theirs)) << text;
+}
+
+INSTANTIATE_TEST_SUITE_P(Calls, KernelMismatch,
+                         testing::Combine(testing::Values("count", "type", "op", "send"), testing::Bool()),
+                         [](const testing::TestParamInfo<std::tuple<const char*, bool>>& p) {
+                           return std::string(std::get<0>(p.param)) + (std::get<1>(p.param) ? "ThroughTheProxy" : "");
+                         });
+
 // One rank: every collective is its own kernel launch on the user's stream (no gate, no
 // worker): the whole matrix, PreMulSum and sends/receives to itself included, and no stream
 // memory operation on the fake.
