@@ -106,8 +106,14 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
     return enqueueResumableWorks(*w.comm->backend, stream, std::move(works));
   }
   // Before anything is planned: refuses ranks that would wait for each other on one stream.
+  // Refused calls never happened: they give back the call numbers their stamps took, or the
+  // rank's next call would carry another number than its peers' (a false mismatch).
   std::vector<std::shared_ptr<StreamClaim>> claims;
-  NCCLCHECK(claimDeviceStreams(ops, &claims));
+  if (ncclResult_t r = claimDeviceStreams(ops, &claims); r != ncclSuccess) {
+    for (const auto& op : ops)
+      if (!op->isP2p() && op->stamp.magic == kCallStampMagic) op->comm->callSeq.fetch_sub(1, std::memory_order_relaxed);
+    return r;
+  }
   // Split by communicator, keeping call order within each.
   std::vector<std::vector<std::unique_ptr<OpDesc>>> byComm;
   for (auto& op : ops) {
