@@ -23,6 +23,7 @@ struct DeviceRecord {
 
 struct MailboxRecord {
   uint32_t ok;  // 1: every other rank's device is reachable, mailbox allocated and exported
+  int32_t closeFd;  // the rank's CloseBoard in its process (-1: none)
   int32_t pid;
   uint64_t pidNs;
   uint64_t addr;  // in the owner's process
@@ -89,12 +90,17 @@ KernelPath::~KernelPath() {
   if (!aborted && own_ && !lastLaunchDone(std::chrono::seconds(10)))
     INFO(kSubsysInit, "rank %d: ncclCommDestroy: this rank's last collective kernel has not run 10 s later; its "
          "mailbox and the ones of its peers it holds are left allocated", rank_);
-  // Tell every other process we are done with its mailbox, then unmap them.
+  // Tell every other process we are done with its mailbox: on its close board once the mapping
+  // is closed, or, where it has none, in the mailbox itself just before.
   if (!aborted)
     for (const auto& [r, pid] : otherProcesses_)
-      backend_->fillDevice(base_[r] + offsetof(kern::MailboxHeader, closedBy) + rank_ * sizeof(uint64_t), 1,
-                           sizeof(uint64_t));
+      if (!peerBoards_[r])
+        backend_->fillDevice(base_[r] + offsetof(kern::MailboxHeader, closedBy) + rank_ * sizeof(uint64_t), 1,
+                             sizeof(uint64_t));
   opened_.clear();
+  if (!aborted)
+    for (const auto& [r, pid] : otherProcesses_)
+      if (peerBoards_[r]) peerBoards_[r]->markClosed(rank_);
   if (!own_ || own_->get() == nullptr) return;
   if (aborted) {
     // Kernels (ours, or a peer process's) may still be queued or running: the mailbox is freed
@@ -128,7 +134,8 @@ KernelPath::~KernelPath() {
       break;
     bool all = true;
     for (const auto& [r, pid] : otherProcesses_)
-      all = all && (closed[r] != 0 || (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH));
+      all = all && (closed[r] != 0 || (closeBoard_ && closeBoard_->closed(r)) ||
+                    (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH));
     if (all) return;  // own_ is freed now, or by the last rank of this process that holds it
     if (std::chrono::steady_clock::now() >= deadline) {
       INFO(kSubsysInit, "rank %d: a peer process still maps this rank's collective mailbox 10 s after "
@@ -361,6 +368,8 @@ ncclResult_t setUpKernelPath(Comm* c) {
   std::vector<MailboxRecord> recs(c->nranks);
   MailboxRecord& mine = recs[c->rank];
   mine = {};
+  mine.closeFd = -1;
+  kp->peerBoards_.resize(c->nranks);
   mine.pid = me.pid;
   mine.pidNs = me.pidNs;
   // Every rank's device, then whether this one reaches all of them (peer access).
@@ -405,6 +414,8 @@ ncclResult_t setUpKernelPath(Comm* c) {
       c->backend->allocMapped((1 + kern::kReportWords) * sizeof(uint64_t), &kp->abortWord_, &abortDev) == ncclSuccess) {
     mine.ok = 1;
     mine.addr = reinterpret_cast<uint64_t>(kp->own_->get());
+    kp->closeBoard_ = CloseBoard::create();
+    mine.closeFd = kp->closeBoard_ ? kp->closeBoard_->fd() : -1;
     std::lock_guard<std::mutex> lk(gMailboxMu);
     processMailboxes()[{c->nonce, c->rank}] = kp->own_;
     kp->abortHost_ = reinterpret_cast<uint64_t*>(kp->abortWord_.get());
@@ -445,6 +456,7 @@ ncclResult_t setUpKernelPath(Comm* c) {
     }
     kp->base_[r] = b.get();
     kp->opened_.push_back(std::move(b));
+    if (recs[r].pidNs == me.pidNs) kp->peerBoards_[r] = CloseBoard::open(recs[r].pid, recs[r].closeFd);
   }
   if (!netPeers.empty()) {
     kp->proxy_ = std::make_unique<NetProxy>(c, kp->proxyBox_.get(), netPeers);

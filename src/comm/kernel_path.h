@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "comm/close_board.h"
 #include "comm/net_proxy.h"
 #include "device/backend.h"
 
@@ -81,6 +82,10 @@ class KernelPath {
   uint8_t viaNet_[kern::kMailboxRanks][kern::kMailboxRanks] = {};  // [a][b]: a reaches b through its proxy
   std::unique_ptr<NetProxy> proxy_;               // null: no such peer
   std::vector<std::pair<int, int>> otherProcesses_;  // rank, pid (0: another pid namespace): they map ours
+  // Where the other processes say they unmapped ours (null: they write closedBy in it instead),
+  // and their boards, where this rank says it unmapped theirs (by rank; null: closedBy).
+  std::unique_ptr<CloseBoard> closeBoard_;
+  std::vector<std::unique_ptr<CloseBoard>> peerBoards_;
   uint64_t* abortHost_ = nullptr;  // [0]: abort; [1..]: the kernels' report (kern::ReportWord)
   const uint64_t* abortDevice_ = nullptr;
   bool reported_ = false;

@@ -1373,6 +1373,35 @@ void onTwoThreadRanksWithABuffer(const TestDriver& d, size_t bytes,
 // modules and pools, allocations are rounded to 2 MiB), so the figure is taken after a first
 // round, and three more rounds must leave it within one allocation granule: a leak of their
 // rings (2 ranks x NCCL_BUFFSIZE each, 4 MiB by default) would be 24 MiB or more.
+// Communicators that run collectives as kernels allocate no CUDA IPC rings (nranks x
+// NCCL_BUFFSIZE of device memory per rank, never used by the kernels): with NCCL_BUFFSIZE at
+// 64 MiB, two ranks of one device take their mailboxes (2 MiB each) and nothing near 256 MiB.
+TEST(CudaIpc, KernelPathCommunicatorsAllocateNoDeviceRings) {
+  setenv("NCCL_BUFFSIZE", "67108864", 1);
+  REQUIRE_DRIVER(d);
+  auto freeBytes = [&] {
+    size_t freeB = 0, total = 0;
+    d->memGetInfo(&freeB, &total);
+    return freeB;
+  };
+  useDevice(0);
+  const size_t before = freeBytes();
+  size_t during = before;
+  std::barrier<> meet(2);
+  std::string error;
+  bool ok = runThreadRanks(
+      2, [](int) { useDevice(0); },
+      [&](ncclComm_t, int rank) {
+        meet.arrive_and_wait();
+        if (rank == 0) during = freeBytes();
+        meet.arrive_and_wait();
+      },
+      &error);
+  unsetenv("NCCL_BUFFSIZE");
+  ASSERT_TRUE(ok) << error;
+  EXPECT_LT(before - during, size_t{32} << 20) << "two kernel-path ranks took " << (before - during) << " bytes";
+}
+
 TEST(CudaIpc, AbortedCommunicatorsGiveTheirDeviceRingsBack) {
   REQUIRE_DRIVER(d);
   auto freeBytes = [&] {

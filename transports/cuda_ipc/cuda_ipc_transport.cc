@@ -3,6 +3,7 @@
 #include "base/check.h"
 #include "base/log.h"
 #include "base/param.h"
+#include "collective_args.h"
 #include "device/deferred_release.h"
 
 namespace accl {
@@ -55,6 +56,13 @@ ncclResult_t CudaIpcTransport::publish(TransportSetup& ctx, PeerInfo* me) {
     return ncclSuccess;
   }
   if (param::shmDisable() != 0) return ncclSuccess;  // the rings' control lives in shm's segment
+  // Communicators the collective kernels serve (comm/kernel_path.h) never use these rings: their
+  // kernels move the data through mailboxes. Should the kernel path not be set up after all,
+  // ranks of one device use shared memory instead.
+  if (backend_->runsCollectiveKernels() && ctx.nranks <= kern::kMailboxRanks) {
+    INFO(kSubsysInit, "rank %d: no CUDA IPC rings: the collective kernels move the data", ctx.rank);
+    return ncclSuccess;
+  }
   ringBytes_ = ctx.ringBytes;
   dev::SharedHandle handle{};
   if (backend_->allocShared(static_cast<size_t>(ctx.nranks) * ringBytes_, &rings_, &handle) != ncclSuccess) {
