@@ -86,6 +86,19 @@ struct WaitFor {
   uint64_t chunk;
 };
 
+// Thread 0 of the first block of this process to give up claims the report and says what it
+// waited for (the caller then adds its own words and sets the code); null for everyone else.
+ACCL_DEV uint64_t* claimReport(const CollKernelArgs& a, const WaitFor& w) {
+  uint64_t* report = a.report ? devicePointer(a.report) : nullptr;
+  if (!report || threadIndex() != 0 || !claimOnce(&report[kReportRank], static_cast<uint64_t>(w.rank) + 1))
+    return nullptr;
+  report[kReportPeer] = static_cast<uint64_t>(w.peer);
+  report[kReportWhat] = w.what;
+  report[kReportChannel] = static_cast<uint64_t>(w.ch);
+  report[kReportChunk] = w.chunk;
+  return report;
+}
+
 // Every thread of the block waits for *flag >= v; false once the host asked the kernels to
 // give up (abort, a failed peer) or ACCL_TIMEOUT passed without it (the first to time out
 // says what it waited for in the report): the data is then meaningless, the stream goes on.
@@ -99,13 +112,7 @@ ACCL_DEV bool waitAtLeast(const CollKernelArgs& a, const uint64_t* flag, uint64_
       uint64_t* report = a.report ? devicePointer(a.report) : nullptr;
       if (report && loadAcquire(&report[kReportCode]) != 0) return false;  // another wait timed out
       if (a.timeoutNs && nowNs() - start > a.timeoutNs) {
-        if (report && threadIndex() == 0 && claimOnce(&report[kReportRank], static_cast<uint64_t>(w.rank) + 1)) {
-          report[kReportPeer] = static_cast<uint64_t>(w.peer);
-          report[kReportWhat] = w.what;
-          report[kReportChannel] = static_cast<uint64_t>(w.ch);
-          report[kReportChunk] = w.chunk;
-          storeRelease(&report[kReportCode], kReportTimedOut);
-        }
+        if (uint64_t* claimed = claimReport(a, w)) storeRelease(&claimed[kReportCode], kReportTimedOut);
         return false;
       }
     }
@@ -122,12 +129,7 @@ ACCL_DEV bool stampMatches(const CollKernelArgs& a, const KStamp* got, const KSt
   if (g.magic == want.magic && g.seq == want.seq && g.count == want.count && g.root == want.root &&
       g.kind == want.kind && g.type == want.type && g.red == want.red && g.flags == want.flags)
     return true;
-  uint64_t* report = a.report ? devicePointer(a.report) : nullptr;
-  if (report && threadIndex() == 0 && claimOnce(&report[kReportRank], static_cast<uint64_t>(w.rank) + 1)) {
-    report[kReportPeer] = static_cast<uint64_t>(w.peer);
-    report[kReportWhat] = w.what;
-    report[kReportChannel] = static_cast<uint64_t>(w.ch);
-    report[kReportChunk] = w.chunk;
+  if (uint64_t* report = claimReport(a, w)) {
     putStamp(&report[kReportMine], want);
     putStamp(&report[kReportTheirs], g);
     storeRelease(&report[kReportCode], kReportMismatch);

@@ -112,6 +112,44 @@ TEST(CudaBackend, MatrixOnFourThreadRanksOnFourDevicesWithOneHardwareQueue) {
   matrixOnThreadRanksOnTheirOwnDevices(4, true);
 }
 
+// One thread queues in-place all-reduces of int32 for ranks comms[0..n) (rank r on device
+// devs[r], on stream st[r]) in groups, three times over, small (every rank folds everything)
+// and large (a slice each, then gathered); every element is checked.
+void groupAllReducesAreExact(const TestDriver& d, const ncclComm_t* comms, const int* devs, const CUstream* st,
+                             int n) {
+  for (const size_t count : {size_t{1000}, size_t{300000}}) {
+    std::vector<CUdeviceptr> buf(n);
+    for (int r = 0; r < n; r++) {
+      useDevice(devs[r]);
+      ASSERT_EQ(CUDA_SUCCESS, d.memAlloc(&buf[r], count * 4));
+      std::vector<int32_t> v(count);
+      for (size_t i = 0; i < count; i++) v[i] = static_cast<int32_t>((i % 89) + r);
+      ASSERT_EQ(CUDA_SUCCESS, d.memcpyHtoD(buf[r], v.data(), count * 4));
+    }
+    for (int iter = 0; iter < 3; iter++) {
+      ASSERT_EQ(ncclSuccess, ncclGroupStart());
+      for (int r = 0; r < n; r++)
+        ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf[r]), reinterpret_cast<void*>(buf[r]), count,
+                                             ncclInt32, ncclSum, comms[r], reinterpret_cast<cudaStream_t>(st[r])));
+      ASSERT_EQ(ncclSuccess, ncclGroupEnd());
+    }
+    for (int r = 0; r < n; r++) {
+      useDevice(devs[r]);
+      ASSERT_EQ(CUDA_SUCCESS, d.streamSynchronize(st[r]));
+      std::vector<int32_t> v(count);
+      d.memcpyDtoH(v.data(), buf[r], count * 4);
+      size_t wrong = 0, first = 0;
+      // Each all-reduce sums n * (i % 89) + 0 + 1 + ... + (n - 1); the next two multiply by n.
+      for (size_t i = 0; i < count; i++)
+        if (v[i] != static_cast<int32_t>((n * static_cast<int64_t>(i % 89) + n * (n - 1) / 2) * n * n) && !wrong++)
+          first = i;
+      EXPECT_EQ(0u, wrong) << "rank " << r << ", " << count << " elements: the first wrong at " << first << " is "
+                           << v[first];
+      d.memFree(buf[r]);
+    }
+  }
+}
+
 // Device 3 has no peer access to the others (FAKE_CUDA_NO_P2P; on a real host: GPUs behind
 // different PCIe root complexes without P2P). Ranks 0-2 use each other's mailboxes, and every
 // rank reaches rank 3 (and rank 3 every rank) through its network proxy over shared memory,
@@ -145,40 +183,14 @@ TEST(CudaBackend, OneThreadDrivesRanksOnTwoDevicesWithoutPeerAccessInOneGroup) {
   ncclComm_t comms[n] = {};
   int devs[n] = {0, 0, 3, 3};
   ASSERT_EQ(ncclSuccess, ncclCommInitAll(comms, n, devs));
-  for (const size_t count : {size_t{1000}, size_t{300000}}) {
-    CUdeviceptr buf[n] = {};
-    CUstream st[n] = {};
-    for (int r = 0; r < n; r++) {
-      useDevice(devs[r]);
-      if (r % 2 == 0) ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&st[r], CU_STREAM_NON_BLOCKING));
-      else st[r] = st[r - 1];  // the pair on one device shares the stream
-      ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf[r], count * 4));
-      std::vector<int32_t> v(count);
-      for (size_t i = 0; i < count; i++) v[i] = static_cast<int32_t>((i % 89) + r);
-      ASSERT_EQ(CUDA_SUCCESS, d->memcpyHtoD(buf[r], v.data(), count * 4));
-    }
-    for (int iter = 0; iter < 3; iter++) {
-      ASSERT_EQ(ncclSuccess, ncclGroupStart());
-      for (int r = 0; r < n; r++)
-        ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf[r]), reinterpret_cast<void*>(buf[r]), count,
-                                             ncclInt32, ncclSum, comms[r], reinterpret_cast<cudaStream_t>(st[r])));
-      ASSERT_EQ(ncclSuccess, ncclGroupEnd());
-    }
-    for (int r = 0; r < n; r++) {
-      useDevice(devs[r]);
-      ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(st[r]));
-      std::vector<int32_t> v(count);
-      d->memcpyDtoH(v.data(), buf[r], count * 4);
-      size_t wrong = 0, first = 0;
-      for (size_t i = 0; i < count; i++)
-        if (v[i] != static_cast<int32_t>((n * static_cast<int64_t>(i % 89) + n * (n - 1) / 2) * n * n) && !wrong++)
-          first = i;
-      EXPECT_EQ(0u, wrong) << "rank " << r << ", " << count << " elements: the first wrong at " << first << " is "
-                           << v[first];
-      d->memFree(buf[r]);
-    }
-    for (int r = 0; r < n; r += 2) d->streamDestroy(st[r]);
+  CUstream st[n] = {};
+  for (int r = 0; r < n; r += 2) {
+    useDevice(devs[r]);
+    ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&st[r], CU_STREAM_NON_BLOCKING));
+    st[r + 1] = st[r];  // the pair on one device shares the stream
   }
+  groupAllReducesAreExact(*d, comms, devs, st, n);
+  for (int r = 0; r < n; r += 2) d->streamDestroy(st[r]);
   for (auto c : comms) EXPECT_EQ(ncclSuccess, ncclCommDestroy(c));
 }
 
@@ -934,40 +946,13 @@ TEST(CudaBackend, OneThreadDrivesEightRanksOnTheirOwnDevicesAndStreamsInOneGroup
   int devs[n];
   for (int r = 0; r < n; r++) devs[r] = r;
   ASSERT_EQ(ncclSuccess, ncclCommInitAll(comms, n, devs));
-  for (const size_t count : {size_t{1000}, size_t{300000}}) {
-    CUdeviceptr buf[n] = {};
-    CUstream st[n] = {};
-    for (int r = 0; r < n; r++) {
-      useDevice(r);
-      ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&st[r], CU_STREAM_NON_BLOCKING));
-      ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf[r], count * 4));
-      std::vector<int32_t> v(count);
-      for (size_t i = 0; i < count; i++) v[i] = static_cast<int32_t>((i % 89) + r);
-      ASSERT_EQ(CUDA_SUCCESS, d->memcpyHtoD(buf[r], v.data(), count * 4));
-    }
-    for (int iter = 0; iter < 3; iter++) {
-      ASSERT_EQ(ncclSuccess, ncclGroupStart());
-      for (int r = 0; r < n; r++)
-        ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf[r]), reinterpret_cast<void*>(buf[r]), count,
-                                             ncclInt32, ncclSum, comms[r], reinterpret_cast<cudaStream_t>(st[r])));
-      ASSERT_EQ(ncclSuccess, ncclGroupEnd());
-    }
-    for (int r = 0; r < n; r++) {
-      useDevice(r);
-      ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(st[r]));
-      std::vector<int32_t> v(count);
-      d->memcpyDtoH(v.data(), buf[r], count * 4);
-      size_t wrong = 0, first = 0;
-      // Each all-reduce multiplies by n what it sums: n * (i % 89) + 0 + 1 + ... + 7, then twice times n.
-      for (size_t i = 0; i < count; i++)
-        if (v[i] != static_cast<int32_t>((n * static_cast<int64_t>(i % 89) + n * (n - 1) / 2) * n * n) && !wrong++)
-          first = i;
-      EXPECT_EQ(0u, wrong) << "rank " << r << ", " << count << " elements: the first wrong at " << first << " is "
-                           << v[first];
-      d->memFree(buf[r]);
-      d->streamDestroy(st[r]);
-    }
+  CUstream st[n] = {};
+  for (int r = 0; r < n; r++) {
+    useDevice(r);
+    ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&st[r], CU_STREAM_NON_BLOCKING));
   }
+  groupAllReducesAreExact(*d, comms, devs, st, n);
+  for (int r = 0; r < n; r++) d->streamDestroy(st[r]);
   for (auto c : comms) EXPECT_EQ(ncclSuccess, ncclCommDestroy(c));
 }
 
