@@ -91,8 +91,9 @@ class CudaBackend final : public Backend {
     }
     fences_ = std::make_unique<FenceQueue>(api_, inner_);
     worker_ = std::thread([this] { run(); });
-    INFO(kSubsysInit, "CUDA backend on device %d (%s): streams gated with %s", dev_.ordinal(),
-         dev_.pciBusId().c_str(), gateModeName(mode_));
+    INFO(kSubsysInit, "CUDA backend on device %d (%s): the gate model, if this communicator needs it (more than %d "
+         "ranks), gates streams with %s",
+         dev_.ordinal(), dev_.pciBusId().c_str(), kern::kMailboxRanks, gateModeName(mode_));
     return ncclSuccess;
   }
 
