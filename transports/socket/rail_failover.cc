@@ -30,6 +30,7 @@ void SocketLink::enableFailover(int nrails, int perRail, Redial redial, std::fun
   onRail_.reset(new std::atomic<int>[static_cast<size_t>(n)]);
   lostAtMs_.reset(new std::atomic<int64_t>[static_cast<size_t>(n)]);
   movedAtMs_.reset(new std::atomic<int64_t>[static_cast<size_t>(n)]);
+  gen_.reset(new std::atomic<uint32_t>[static_cast<size_t>(n)]);
   for (int s = 0; s < n; s++) {
     // Unacknowledged bytes sit in our send buffer, unread ones in the peer's receive buffer:
     // the copy covers both (the kernel reports the doubled sizes it really uses).
@@ -47,6 +48,7 @@ void SocketLink::enableFailover(int nrails, int perRail, Redial redial, std::fun
     onRail_[s].store(s / perRail, std::memory_order_relaxed);
     lostAtMs_[s].store(0, std::memory_order_relaxed);
     movedAtMs_[s].store(0, std::memory_order_relaxed);
+    gen_[s].store(0, std::memory_order_relaxed);
     net::failDeadLinkWithin(socks[s], static_cast<int>(param::railTimeoutMsec()));
   }
   perRail_ = perRail;
@@ -89,7 +91,8 @@ bool SocketLink::swapSocket(int s, int rail, net::Socket sock, uint64_t peerPos,
   }
   const int from = railNow(s);
   net::failDeadLinkWithin(sock, static_cast<int>(param::railTimeoutMsec()));
-  socks[s] = std::move(sock);
+  socks[s] = std::move(sock);  // closes the old one, under failoverMu_ (see onPollEvents)
+  gen_[s].fetch_add(1, std::memory_order_release);
   resendEnd_[s].store(resendTo, std::memory_order_relaxed);
   out.cursor[s].store(peerPos, std::memory_order_release);
   eof[s].store(false, std::memory_order_relaxed);

@@ -1,5 +1,6 @@
 // socket_link.cc: shared state of a striped socket connection, and how its failures are told.
 #include "transports/socket/socket_link.h"
+#include <poll.h>
 #include <sys/socket.h>
 #include <algorithm>
 #include <cerrno>
@@ -187,6 +188,34 @@ void SocketLink::fail(int result, const std::string& what, int sock) {
          localInterfaceState(peer.ifnameOfRail(rail)).c_str());
   }
   ringDoorbell(bell);
+}
+
+void SocketLink::onPollEvents(int s, uint32_t gen, int fd, short events, short revents) {
+  const bool failover = failoverOn();
+  if (!(revents & POLLERR) && !(failover && (revents & POLLHUP))) return;
+  std::unique_lock<std::mutex> lk(failoverMu_, std::defer_lock);
+  if (failover) {
+    // With several rails an acceptor thread may have swapped the socket while we polled: the
+    // old one's hang-up or reset (the peer closed it after the swap) would otherwise mark the
+    // new one ended or lost, and that stripe would stall until the link failed.
+    lk.lock();
+    if (gen_[s].load(std::memory_order_relaxed) != gen || lostSocket(s)) return;
+  }
+  if (failover && (revents & POLLHUP) && !(revents & POLLERR)) {
+    // Closed: met as an EOF, as pumpRecv does.
+    eof[s].store(true, std::memory_order_release);
+    return;
+  }
+  int err = 0;
+  socklen_t len = sizeof(err);
+  getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  if (err != 0 && failover && (err == ECONNRESET || err == EPIPE) && events == 0) {
+    // A reset of an idle socket is most likely the peer closing its communicator: an EOF,
+    // an error only if someone waits for its bytes (SocketLink::blockedOnEof).
+    eof[s].store(true, std::memory_order_release);
+    return;
+  }
+  if (err != 0) failOnSocketError(err, std::string("socket error: ") + strerror(err), s);
 }
 
 bool SocketLink::blockedOnEof(uint64_t waitPos) const {

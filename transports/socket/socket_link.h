@@ -148,6 +148,16 @@ struct SocketLink {
   // Accepting side: the peer replaced stripe s by `sock` and expects our bytes from peerPos;
   // answers with where our receive cursor is.
   ncclResult_t acceptResume(int s, int rail, net::Socket sock, uint64_t peerPos);
+  // Which socket sits in slot s: changes whenever a swap replaces it. A helper thread that
+  // polled socket s notes this first, and applies what poll() said only while it is unchanged
+  // (see onPollEvents): news about the replaced socket is not news about its successor.
+  uint32_t socketGeneration(int s) const {
+    return nrails_ > 1 ? gen_[s].load(std::memory_order_acquire) : 0;
+  }
+  // A helper thread's poll() reported `revents` for socket s (`fd`, polled for `events`)
+  // while its generation was `gen`: marks an EOF or loses/fails the socket, unless the socket
+  // was replaced meanwhile (then its successor is left alone).
+  void onPollEvents(int s, uint32_t gen, int fd, short events, short revents);
 
  private:
   struct Replay {
@@ -173,7 +183,10 @@ struct SocketLink {
   std::unique_ptr<std::atomic<bool>[]> lost_;
   std::unique_ptr<std::atomic<int>[]> onRail_;
   std::unique_ptr<std::atomic<int64_t>[]> lostAtMs_, movedAtMs_;
-  std::mutex failoverMu_;  // swaps (worker and acceptor) and their log lines
+  std::unique_ptr<std::atomic<uint32_t>[]> gen_;  // per socket: bumped by every swap
+  // Swaps (worker and acceptor) and their log lines; a swap closes the old socket under it, so
+  // a poll result checked against gen_ under it still refers to an open descriptor.
+  std::mutex failoverMu_;
 };
 
 }  // namespace accl

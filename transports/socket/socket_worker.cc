@@ -52,7 +52,9 @@ void SocketWorker::join() {
 void SocketWorker::sleepUntilReady(int timeoutMs) {
   sleeping_.store(true, std::memory_order_seq_cst);
   std::vector<pollfd> fds;
+  std::vector<uint32_t> gens;  // per socket: its generation when polled
   fds.reserve(sockets_.size() + 1);
+  gens.reserve(sockets_.size());
   fds.push_back({eventFd_, POLLIN, 0});
   // Arrivals on an idle link are the executor's to read while it is awake (it reads the
   // socket when its ring is empty): waking this thread for each small message as well cost a
@@ -83,31 +85,15 @@ void SocketWorker::sleepUntilReady(int timeoutMs) {
     // an idle socket, must lose it here, or the peer would wait for a stripe nobody resends.
     const bool failover = link_->failoverOn();
     const bool watched = (events != 0 || failover) && !link_->lostSocket(s) && !(failover && link_->eof[s].load());
+    // The generation before the descriptor: a swap in between shows as a changed generation.
+    gens.push_back(link_->socketGeneration(s));
     fds.push_back({watched ? link_->socks[s].fd() : -1, events, 0});
   }
   if (!link_->stopping.load(std::memory_order_seq_cst)) {
     int n = poll(fds.data(), fds.size(), timeoutMs);
     if (n > 0) {
-      for (size_t i = 1; i < fds.size(); i++) {
-        const int s = sockets_[i - 1];
-        if (link_->failoverOn() && (fds[i].revents & POLLHUP) && !(fds[i].revents & POLLERR)) {
-          // Closed: met as an EOF, as pumpRecv does; not for a socket already lost (its error
-          // was read by another thread, and it is being replaced).
-          if (!link_->lostSocket(s)) link_->eof[s].store(true, std::memory_order_release);
-          continue;
-        }
-        if (!(fds[i].revents & POLLERR)) continue;
-        int err = 0;
-        socklen_t len = sizeof(err);
-        getsockopt(fds[i].fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        if (err != 0 && link_->failoverOn() && (err == ECONNRESET || err == EPIPE) && fds[i].events == 0) {
-          // A reset of an idle socket is most likely the peer closing its communicator: an EOF,
-          // an error only if someone waits for its bytes (SocketLink::blockedOnEof).
-          link_->eof[s].store(true, std::memory_order_release);
-          continue;
-        }
-        if (err != 0) link_->failOnSocketError(err, std::string("socket error: ") + strerror(err), s);
-      }
+      for (size_t i = 1; i < fds.size(); i++)
+        if (fds[i].revents != 0) link_->onPollEvents(sockets_[i - 1], gens[i - 1], fds[i].fd, fds[i].events, fds[i].revents);
     }
   }
   sleeping_.store(false, std::memory_order_relaxed);
