@@ -2,7 +2,8 @@
 // Writes land in the peer's registered memory (bounds and rkey checked), a write with
 // immediate consumes a posted receive on the peer QP (none posted = RNR error: an overrun),
 // completions are queued on the CQs. breakQp() models a peer that died: its QP errors and
-// every posted receive is flushed; writes towards it fail with a retry-exceeded status.
+// every posted receive is flushed; writes towards it fail with a retry-exceeded status;
+// breakPort() does that to every QP made on one port of a host (the port went down).
 // Host is one machine of the fabric as the IB net module sees it (its ports; a verbs context
 // per open). The fabric is locked per call, so ranks in threads may share it.
 #pragma once
@@ -58,6 +59,7 @@ struct Fabric {
     std::vector<std::pair<QpState, QpAttrs>> transitions;
     std::deque<uint64_t> recvs;
     int host = 0;
+    std::string port;  // "mlx5_1:1": the port of the verbs context that made it
   };
   std::recursive_mutex mu;
   std::map<uint64_t, Mr> mrs;
@@ -68,6 +70,7 @@ struct Fabric {
   std::string failNextWrite;  // non-empty: the next write completes with this error status
   int rnrErrors = 0;
   uint64_t bytesWritten = 0;  // payload of writes with immediate (messages, not credits)
+  std::map<std::pair<int, std::string>, uint64_t> bytesByPort;  // the same, by writer's (host, port)
   // One-shot: runs inside the next write with immediate, once it has landed and before
   // postWrite returns (the peer acting while the writer is still in its post call).
   std::function<void()> onDelivery;
@@ -89,6 +92,12 @@ struct Fabric {
     for (auto& [qpn, qp] : qps)
       if (qp.host == host) breakQp(qpn);
   }
+  // A port of a host went down: every QP on it goes to the error state.
+  void breakPort(int host, const std::string& port) {
+    std::lock_guard<std::recursive_mutex> lk(mu);
+    for (auto& [qpn, qp] : qps)
+      if (qp.host == host && qp.port == port) breakQp(qpn);
+  }
   size_t qpsOf(int host) {
     std::lock_guard<std::recursive_mutex> lk(mu);
     size_t n = 0;
@@ -99,8 +108,8 @@ struct Fabric {
 
 class Verbs final : public accl::ib::Verbs {
  public:
-  Verbs(Fabric& f, PortInfo port, std::vector<GidEntry> gids, int host = 0)
-      : f_(f), port_(port), gids_(std::move(gids)), host_(host) {}
+  Verbs(Fabric& f, PortInfo port, std::vector<GidEntry> gids, int host = 0, std::string portName = "")
+      : f_(f), port_(port), gids_(std::move(gids)), host_(host), portName_(std::move(portName)) {}
   ncclResult_t queryPort(PortInfo* out) override { std::lock_guard<std::recursive_mutex> lk(f_.mu); *out = port_; return ncclSuccess; }
   ncclResult_t queryGids(std::vector<GidEntry>* out) override { std::lock_guard<std::recursive_mutex> lk(f_.mu); *out = gids_; return ncclSuccess; }
   ncclResult_t allocPd(uint64_t* pd) override { std::lock_guard<std::recursive_mutex> lk(f_.mu); *pd = f_.nextId++; return ncclSuccess; }
@@ -123,6 +132,7 @@ class Verbs final : public accl::ib::Verbs {
     *qpn = f_.nextQpn++;
     f_.qps[*qpn].cq = cq;
     f_.qps[*qpn].host = host_;
+    f_.qps[*qpn].port = portName_;
     return ncclSuccess;
   }
   ncclResult_t modifyQp(uint32_t qpn, QpState s, const QpAttrs& a) override { std::lock_guard<std::recursive_mutex> lk(f_.mu);
@@ -161,6 +171,7 @@ class Verbs final : public accl::ib::Verbs {
     if (len) dmaWrite(reinterpret_cast<void*>(remote), local, len);
     if (withImm) {
       f_.bytesWritten += len;
+      f_.bytesByPort[{qp.host, qp.port}] += len;
       uint64_t r = peer->second.recvs.front();
       peer->second.recvs.pop_front();
       f_.cqs[peer->second.cq].push_back({r, true, "", true, true, imm});
@@ -187,6 +198,7 @@ class Verbs final : public accl::ib::Verbs {
   PortInfo port_;
   std::vector<GidEntry> gids_;
   int host_;
+  std::string portName_;
 };
 
 class Host final : public VerbsApi {
@@ -198,9 +210,9 @@ class Host final : public VerbsApi {
     if (ports_.empty()) *why = "no RDMA device (fake host without ports)";
     return ncclSuccess;
   }
-  std::unique_ptr<accl::ib::Verbs> open(const IbPort&, std::string*) override {
+  std::unique_ptr<accl::ib::Verbs> open(const IbPort& p, std::string*) override {
     opened++;
-    return std::make_unique<Verbs>(f_, port_, gids_, id_);
+    return std::make_unique<Verbs>(f_, port_, gids_, id_, p.device + ":" + std::to_string(p.port));
   }
   std::atomic<int> opened{0};
 

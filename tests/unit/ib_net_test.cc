@@ -6,9 +6,15 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <mutex>
+#include <regex>
+#include <string>
 #include <vector>
+#include "base/log.h"
 #include "transports/ib/ib_channel.h"
 #include "transports/ib/ib_net.h"
+#include "transports/ib/ib_rails.h"
 #include "unit/ib_fake_verbs.h"
 
 using namespace accl;
@@ -44,10 +50,10 @@ std::shared_ptr<fake::Host> fakeHost(fake::Fabric& f, int id, std::vector<IbPort
 }
 
 // Node A (host 1) and node B (host 2), each with its own module over the shared fabric.
+// With several devices each connection stripes over all of them (ib_rails.h).
 struct TwoNodes {
   fake::Fabric fabric;
-  std::shared_ptr<fake::Host> hostA = fakeHost(fabric, 1, {port("mlx5_0", true)});
-  std::shared_ptr<fake::Host> hostB = fakeHost(fabric, 2, {port("mlx5_0", true)});
+  std::shared_ptr<fake::Host> hostA, hostB;
   IbConfig cfg;
   std::unique_ptr<IbNetModule> a, b;
   void* ctxA = nullptr;
@@ -57,7 +63,12 @@ struct TwoNodes {
   void* bSend = nullptr;
   void* bRecv = nullptr;
 
-  explicit TwoNodes(int nqps) {
+  // Each node has the active ports `devices` (port 1 of each).
+  explicit TwoNodes(int nqps, std::vector<const char*> devices = {"mlx5_0"}) {
+    std::vector<IbPort> ports;
+    for (const char* d : devices) ports.push_back(port(d, true));
+    hostA = fakeHost(fabric, 1, ports);
+    hostB = fakeHost(fabric, 2, ports);
     cfg.qpsPerConn = nqps;
     a = makeIbNetModule(hostA, &cfg);
     b = makeIbNetModule(hostB, &cfg);
@@ -353,6 +364,189 @@ TEST(IbNet, AHandleFromAnotherModuleIsRefused) {
   void* send = nullptr;
   EXPECT_EQ(t.a->connect(t.ctxA, 0, h, &send), ncclInvalidArgument);
   EXPECT_EQ(send, nullptr);
+}
+
+// ---- Several ports (rails): striping and failover (transports/ib/ib_rails.h) ----------------
+
+// WARN lines logged while it lives.
+class WarnCapture {
+ public:
+  WarnCapture() {
+    std::lock_guard<std::mutex> lk(mu());
+    lines().clear();
+    setLogSink(&sink);
+  }
+  ~WarnCapture() { setLogSink(nullptr); }
+  // The WARN lines that match `pattern` (ECMAScript regex).
+  std::vector<std::string> matching(const std::string& pattern) {
+    std::lock_guard<std::mutex> lk(mu());
+    std::vector<std::string> out;
+    for (const std::string& l : lines())
+      if (std::regex_search(l, std::regex(pattern))) out.push_back(l);
+    return out;
+  }
+
+ private:
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<std::string>& lines() {
+    static std::vector<std::string> l;
+    return l;
+  }
+  static void sink(LogLevel level, uint64_t, const char*, int, const char* text) {
+    if (level != LogLevel::Warn) return;
+    std::lock_guard<std::mutex> lk(mu());
+    lines().push_back(text);
+  }
+};
+
+uint64_t portBytes(fake::Fabric& f, int host, const char* port) {
+  std::lock_guard<std::recursive_mutex> lk(f.mu);
+  return f.bytesByPort[{host, port}];
+}
+
+// Batches of kIbMaxInflight messages in flight at once from (ms, sendComm) to (mr, recvComm),
+// each checked for size and content against what was sent; `beforeBatch(b)` runs first.
+void exchangeInFlight(IbNetModule* ms, void* sendComm, IbNetModule* mr, void* recvComm, int batches, int salt,
+                      const std::function<void(int)>& beforeBatch = {}) {
+  constexpr size_t kMax = 200000;
+  std::vector<unsigned char> src(kMax * kIbMaxInflight), dst(kMax * kIbMaxInflight);
+  void *hs = nullptr, *hd = nullptr;
+  ASSERT_EQ(ms->regMr(sendComm, src.data(), src.size(), net::kPtrHost, &hs), ncclSuccess);
+  ASSERT_EQ(mr->regMr(recvComm, dst.data(), dst.size(), net::kPtrHost, &hd), ncclSuccess);
+  for (int b = 0; b < batches; b++) {
+    if (beforeBatch) beforeBatch(b);
+    size_t sizes[kIbMaxInflight];
+    void *rreq[kIbMaxInflight] = {}, *sreq[kIbMaxInflight] = {};
+    std::fill(dst.begin(), dst.end(), 0xee);
+    for (int m = 0; m < kIbMaxInflight; m++) {
+      sizes[m] = 1 + static_cast<size_t>((b * kIbMaxInflight + m) * 7919 + salt * 31) % kMax;
+      for (size_t i = 0; i < sizes[m]; i++) src[m * kMax + i] = static_cast<unsigned char>(i * 13 + m + b + salt);
+      ASSERT_EQ(mr->irecv(recvComm, dst.data() + m * kMax, kMax, 0, hd, &rreq[m]), ncclSuccess);
+      ASSERT_NE(rreq[m], nullptr);
+    }
+    for (int m = 0; m < kIbMaxInflight; m++) {
+      auto deadline = Clock::now() + std::chrono::seconds(5);
+      while (!sreq[m] && Clock::now() < deadline)
+        ASSERT_EQ(ms->isend(sendComm, src.data() + m * kMax, sizes[m], 0, hs, &sreq[m]), ncclSuccess);
+      ASSERT_NE(sreq[m], nullptr) << "no credit for message " << m << " of batch " << b;
+    }
+    for (int m = 0; m < kIbMaxInflight; m++) {
+      size_t sent = 0, got = 0;
+      ASSERT_EQ(waitFor(ms, sreq[m], &sent), ncclSuccess) << "message " << m << " of batch " << b;
+      ASSERT_EQ(waitFor(mr, rreq[m], &got), ncclSuccess) << "message " << m << " of batch " << b;
+      ASSERT_EQ(sent, sizes[m]);
+      ASSERT_EQ(got, sizes[m]) << "message " << m << " of batch " << b;
+      ASSERT_EQ(std::memcmp(src.data() + m * kMax, dst.data() + m * kMax, sizes[m]), 0)
+          << "message " << m << " of batch " << b;
+      ASSERT_EQ(dst[m * kMax + sizes[m]], 0xee) << "written past message " << m << " of batch " << b;
+    }
+  }
+  EXPECT_EQ(ms->deregMr(sendComm, hs), ncclSuccess);
+  EXPECT_EQ(mr->deregMr(recvComm, hd), ncclSuccess);
+}
+
+TEST(IbNetRails, TwoPortsEachCarryHalfOfEveryMessage) {
+  TwoNodes t(1, {"mlx5_0", "mlx5_1"});
+  ASSERT_NO_FATAL_FAILURE(t.connectBoth());
+  EXPECT_EQ(t.hostA->opened.load(), 4);  // a verbs context per port, per comm
+  EXPECT_EQ(t.fabric.qpsOf(1), 4u);
+  for (const auto& [qpn, qp] : t.fabric.qps) {
+    EXPECT_EQ(t.fabric.qps.at(qp.remote).port, qp.port) << "QP " << qpn << " is paired across ports";
+    EXPECT_EQ(qp.transitions.size(), 3u) << "QP " << qpn;
+  }
+  net::NetProps props;
+  ASSERT_EQ(t.a->getProperties(0, &props), ncclSuccess);
+  EXPECT_EQ(props.maxP2pBytes, 2 * static_cast<size_t>(kIbMaxPieceBytes));
+  exchange(t.a.get(), t.aSend, t.b.get(), t.bRecv, 30, 5);
+  exchange(t.b.get(), t.bSend, t.a.get(), t.aRecv, 30, 6);
+  ASSERT_NO_FATAL_FAILURE(exchangeInFlight(t.a.get(), t.aSend, t.b.get(), t.bRecv, 3, 7));
+  for (int host : {1, 2}) {
+    const double p0 = static_cast<double>(portBytes(t.fabric, host, "mlx5_0:1"));
+    const double p1 = static_cast<double>(portBytes(t.fabric, host, "mlx5_1:1"));
+    EXPECT_GT(p0, 1e5) << "host " << host;
+    EXPECT_NEAR(p0 / (p0 + p1), 0.5, 0.001) << "host " << host << ": " << p0 << " / " << p1 << " bytes";
+  }
+  EXPECT_EQ(t.fabric.rnrErrors, 0);
+}
+
+struct BrokenPort {
+  int host;          // 1: the sending node's port; 2: the receiving node's
+  const char* port;  // mlx5_0:1 also carries the receiver's credits
+};
+class IbNetRailFailover : public ::testing::TestWithParam<BrokenPort> {};
+
+// Mid-batch (messages in flight, a piece landed and the next not yet written) every QP of one
+// port of one node goes to the error state: the pieces and credits that were on it are written
+// again on the other port, every message arrives whole and exact, both nodes WARN naming the
+// port and the peer, and the failed port carries nothing afterwards.
+TEST_P(IbNetRailFailover, AQpInTheErrorStateMovesItsWorkToTheOtherPortAndEveryMessageArrivesExact) {
+  const BrokenPort broken = GetParam();
+  const std::string other = std::string(broken.port) == "mlx5_0:1" ? "mlx5_1:1" : "mlx5_0:1";
+  TwoNodes t(1, {"mlx5_0", "mlx5_1"});
+  ASSERT_NO_FATAL_FAILURE(t.connectBoth());
+  WarnCapture warns;
+  int deliveries = 0;
+  std::function<void()> countdown = [&] {
+    if (++deliveries == 11) t.fabric.breakPort(broken.host, broken.port);  // under the fabric's lock
+    else t.fabric.onDelivery = countdown;
+  };
+  ASSERT_NO_FATAL_FAILURE(exchangeInFlight(t.a.get(), t.aSend, t.b.get(), t.bRecv, 4, 8, [&](int batch) {
+    if (batch == 1) {
+      std::lock_guard<std::recursive_mutex> lk(t.fabric.mu);
+      t.fabric.onDelivery = countdown;
+    }
+  }));
+  ASSERT_EQ(deliveries, 11) << "the port was never broken";
+  const std::string moved = "QP [0-9]+ on " + std::string(broken.port) +
+                            " to peer [0-9.]+:[0-9]+ went to the error state \\(.+\\); its work continues on " + other;
+  EXPECT_FALSE(warns.matching("^NET/IB: " + moved).empty()) << "no WARN names the port, the peer and where the work went";
+  // The failed port carries nothing more, in either direction; the other one everything.
+  const uint64_t deadA = portBytes(t.fabric, 1, broken.port), deadB = portBytes(t.fabric, 2, broken.port);
+  const uint64_t liveA = portBytes(t.fabric, 1, other.c_str());
+  ASSERT_NO_FATAL_FAILURE(exchangeInFlight(t.a.get(), t.aSend, t.b.get(), t.bRecv, 2, 9));
+  EXPECT_EQ(portBytes(t.fabric, 1, broken.port), deadA);
+  EXPECT_EQ(portBytes(t.fabric, 2, broken.port), deadB);
+  EXPECT_GT(portBytes(t.fabric, 1, other.c_str()), liveA + 8 * 100000);
+  // The other direction, whose comms lost the same port, goes on too.
+  ASSERT_NO_FATAL_FAILURE(exchangeInFlight(t.b.get(), t.bSend, t.a.get(), t.aRecv, 2, 10));
+}
+
+INSTANTIATE_TEST_SUITE_P(SenderOrReceiverPort, IbNetRailFailover,
+                         ::testing::Values(BrokenPort{1, "mlx5_1:1"}, BrokenPort{2, "mlx5_1:1"},
+                                           BrokenPort{1, "mlx5_0:1"}, BrokenPort{2, "mlx5_0:1"}),
+                         [](const ::testing::TestParamInfo<BrokenPort>& info) {
+                           return std::string(info.param.host == 1 ? "Sender" : "Receiver") +
+                                  (std::string(info.param.port) == "mlx5_0:1" ? "FirstPort" : "SecondPort");
+                         });
+
+// With every port gone there is nowhere to move the work: the comm fails (never hangs), and
+// the error names the peer and every port.
+TEST(IbNetRails, WhenEveryPortFailsTheConnectionFailsNamingThePeerAndThePorts) {
+  TwoNodes t(1, {"mlx5_0", "mlx5_1"});
+  ASSERT_NO_FATAL_FAILURE(t.connectBoth());
+  ASSERT_NO_FATAL_FAILURE(exchangeInFlight(t.a.get(), t.aSend, t.b.get(), t.bRecv, 1, 11));
+  WarnCapture warns;
+  std::vector<char> src(1024), dst(1024);
+  void *hs, *hd;
+  ASSERT_EQ(t.a->regMr(t.aSend, src.data(), src.size(), net::kPtrHost, &hs), ncclSuccess);
+  ASSERT_EQ(t.b->regMr(t.bRecv, dst.data(), dst.size(), net::kPtrHost, &hd), ncclSuccess);
+  void* rreq = nullptr;
+  ASSERT_EQ(t.b->irecv(t.bRecv, dst.data(), dst.size(), 0, hd, &rreq), ncclSuccess);
+  t.fabric.breakPort(2, "mlx5_0:1");
+  t.fabric.breakPort(2, "mlx5_1:1");
+  void* sreq = nullptr;
+  ASSERT_EQ(t.a->isend(t.aSend, src.data(), src.size(), 0, hs, &sreq), ncclSuccess);
+  ASSERT_NE(sreq, nullptr);
+  size_t size = 0;
+  EXPECT_EQ(waitFor(t.a.get(), sreq, &size), ncclRemoteError);
+  EXPECT_FALSE(warns.matching("^NET/IB: IB completion error with peer [0-9.]+:[0-9]+ on every port: mlx5_[01]:1 \\(.+\\), "
+                              "mlx5_[01]:1 \\(.+\\)$")
+                   .empty())
+      << "the failure does not name the peer and both ports";
+  EXPECT_EQ(waitFor(t.b.get(), rreq, &size), ncclRemoteError);
 }
 
 }  // namespace

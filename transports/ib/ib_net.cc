@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -13,6 +14,7 @@
 #include "net/socket.h"
 #include "topo/ifaces.h"
 #include "transports/ib/ib_channel.h"
+#include "transports/ib/ib_rails.h"
 
 namespace accl::ib {
 namespace {
@@ -30,16 +32,28 @@ struct Handle {
 };
 static_assert(sizeof(Handle) <= net::kNetHandleBytes);
 
-// The connector's first message; the acceptor answers with its QpInfo, then the connector
-// sends one byte once its QPs are at RTS (the acceptor's receives may be written from then on).
+// The connector's first message: a QpInfo per rail (port) it offers; the acceptor answers with
+// its own for the first `nrails` of them (as many as both have), then the connector sends one
+// byte once its QPs are at RTS (the acceptor's receives may be written from then on). Offering
+// several rails selects the striped protocol (ib_rails.h) on both sides.
 struct Hello {
   uint64_t nonce;
-  unsigned char info[sizeof(QpInfo)];
+  uint32_t nrails;
+  uint32_t pad;
+  unsigned char info[kIbMaxRails][sizeof(QpInfo)];
+};
+struct Reply {
+  uint32_t nrails;
+  uint32_t pad;
+  unsigned char info[kIbMaxRails][sizeof(QpInfo)];
 };
 
+// A registration on every rail of the comm (each has its own protection domain).
 struct IbMr {
-  uint64_t handle = 0;
-  MrKeys keys;
+  uint64_t handle[kIbMaxRails] = {};
+  MrKeys keys[kIbMaxRails];
+  uint32_t lkeys[kIbMaxRails] = {};
+  uint32_t rkeys[kIbMaxRails] = {};
 };
 
 struct IbComm;
@@ -50,13 +64,18 @@ struct Request {
 };
 
 struct IbComm {
-  std::unique_ptr<Verbs> verbs;  // first: destroyed last, with whatever is left on the device
+  // Per rail (port; one unless several are admitted): first, so destroyed last, with whatever
+  // is left on the device.
+  std::vector<std::unique_ptr<Verbs>> verbs;
   net::Socket oob;               // the setup connection, kept: EOF = the peer is gone
   std::string peer;              // its setup address, for messages
-  std::unique_ptr<IbQpSet> qps;
-  std::unique_ptr<MrCache> mrs;
-  std::unique_ptr<IbSender> sender;      // send comms
-  std::unique_ptr<IbReceiver> receiver;  // receive comms
+  std::vector<std::unique_ptr<IbQpSet>> qps;
+  std::vector<std::unique_ptr<MrCache>> mrs;
+  std::unique_ptr<IbSender> sender;      // send comms, one rail
+  std::unique_ptr<IbReceiver> receiver;  // receive comms, one rail
+  std::unique_ptr<IbRailSet> rails;      // several rails: striped, with failover
+  std::unique_ptr<IbRailSender> railSender;
+  std::unique_ptr<IbRailReceiver> railReceiver;
   std::map<IbMr*, std::unique_ptr<IbMr>> mrHandles;
   Request reqs[kIbMaxInflight];
   uint64_t posted = 0;
@@ -69,8 +88,8 @@ struct IbComm {
 
 struct Connecting {
   std::unique_ptr<IbComm> comm;
-  QpInfo local;
-  unsigned char reply[sizeof(QpInfo)] = {};
+  std::vector<QpInfo> local;  // per rail offered
+  Reply reply{};
   size_t got = 0;
 };
 
@@ -139,7 +158,7 @@ ncclResult_t idle(IbComm* c) {
 // A channel error (an error completion), logged once: WARN while the peer is still there (the
 // fabric failed under a live peer), INFO when it has left (its QPs and memory went first).
 ncclResult_t channelFailed(IbComm* c, ncclResult_t res) {
-  const std::string& error = c->sender ? c->sender->error() : c->receiver->error();
+  const std::string& error = c->rails ? c->rails->error() : c->sender ? c->sender->error() : c->receiver->error();
   if (c->errorLogged || error.empty()) return res;
   c->errorLogged = true;
   if (net::peerClosed(c->oob))
@@ -217,7 +236,10 @@ class IbNet final : public IbNetModule {
     props->latency = 0;
     props->maxComms = 65536;
     props->maxRecvs = 1;
-    props->maxP2pBytes = kMaxMessageBytes;
+    // Striped over several rails: each piece's size travels in 25 bits of its immediate.
+    const size_t lanes = railPorts(dev).size() * static_cast<size_t>(cfg_.qpsPerConn);
+    props->maxP2pBytes = railPorts(dev).size() > 1 ? std::min(kMaxMessageBytes, lanes * kIbMaxPieceBytes)
+                                                   : kMaxMessageBytes;
     return ncclSuccess;
   }
 
@@ -262,19 +284,27 @@ class IbNet final : public IbNetModule {
     }
     Connecting& p = *it->second;
     std::string why;
-    if (!readSome(p.comm->oob, p.reply, sizeof p.reply, &p.got, &why)) {
+    if (!readSome(p.comm->oob, &p.reply, sizeof p.reply, &p.got, &why)) {
       WARN("NET/IB: the peer at %s %s before answering the QP exchange", p.comm->peer.c_str(), why.c_str());
       cx->connecting.erase(it);
       return ncclRemoteError;
     }
     if (p.got < sizeof p.reply) return ncclSuccess;  // not yet: the caller comes back
-    QpInfo remote;
     ncclResult_t res = ncclSuccess;
-    if (!decodeQpInfo(p.reply, sizeof p.reply, &remote, &why)) {
-      WARN("NET/IB: the peer at %s answered with a bad QP record: %s", p.comm->peer.c_str(), why.c_str());
+    const size_t n = p.reply.nrails;
+    std::vector<QpInfo> remote(n);
+    if (n < 1 || n > p.local.size()) {
+      WARN("NET/IB: the peer at %s answered for %zu rails, %zu were offered", p.comm->peer.c_str(), n, p.local.size());
       res = ncclRemoteError;
     }
-    if (res == ncclSuccess) res = p.comm->qps->connect(p.local, remote);
+    for (size_t r = 0; r < n && res == ncclSuccess; r++) {
+      if (!decodeQpInfo(p.reply.info[r], sizeof p.reply.info[r], &remote[r], &why)) {
+        WARN("NET/IB: the peer at %s answered with a bad QP record: %s", p.comm->peer.c_str(), why.c_str());
+        res = ncclRemoteError;
+      }
+    }
+    if (res == ncclSuccess && p.comm->rails) p.comm->rails->use(static_cast<int>(n));
+    for (size_t r = 0; r < n && res == ncclSuccess; r++) res = p.comm->qps[r]->connect(p.local[r], remote[r]);
     const char ready = 1;
     if (res == ncclSuccess) res = net::sendAll(p.comm->oob, &ready, 1, p.comm->peer.c_str(), nullptr, timeoutMs());
     if (res == ncclSuccess) *sendComm = p.comm.release();
@@ -300,8 +330,11 @@ class IbNet final : public IbNetModule {
           i++;
           continue;
         }
-        QpInfo remote;
-        if (a.hello.nonce != l->nonce || !decodeQpInfo(a.hello.info, sizeof a.hello.info, &remote, &why)) {
+        std::vector<QpInfo> remote(std::clamp<size_t>(a.hello.nrails, 1, kIbMaxRails));
+        bool valid = a.hello.nonce == l->nonce && a.hello.nrails >= 1 && a.hello.nrails <= kIbMaxRails;
+        for (size_t r = 0; r < remote.size() && valid; r++)
+          valid = decodeQpInfo(a.hello.info[r], sizeof a.hello.info[r], &remote[r], &why);
+        if (!valid) {
           WARN("NET/IB: dropped a setup connection from %s that did not present this listener's nonce and QP record "
                "(stray or foreign)",
                a.peer.c_str());
@@ -333,9 +366,14 @@ class IbNet final : public IbNetModule {
     }
     auto* c = static_cast<IbComm*>(comm);
     auto mr = std::make_unique<IbMr>();
-    if (c->mrs->reg(data, size, &mr->keys, &mr->handle) != ncclSuccess) {
-      WARN("NET/IB: registering %zu bytes at %p for the connection with %s failed", size, data, c->peer.c_str());
-      return ncclSystemError;
+    for (size_t r = 0; r < c->mrs.size(); r++) {
+      if (c->mrs[r]->reg(data, size, &mr->keys[r], &mr->handle[r]) != ncclSuccess) {
+        WARN("NET/IB: registering %zu bytes at %p for the connection with %s failed", size, data, c->peer.c_str());
+        for (size_t done = 0; done < r; done++) c->mrs[done]->dereg(mr->handle[done]);
+        return ncclSystemError;
+      }
+      mr->lkeys[r] = mr->keys[r].lkey;
+      mr->rkeys[r] = mr->keys[r].rkey;
     }
     *mhandle = mr.get();
     c->mrHandles[mr.get()] = std::move(mr);
@@ -348,7 +386,9 @@ class IbNet final : public IbNetModule {
       WARN("NET/IB: deregMr of a handle this connection did not register");
       return ncclInvalidArgument;
     }
-    ncclResult_t res = c->mrs->dereg(it->second->handle);
+    ncclResult_t res = ncclSuccess;
+    for (size_t r = 0; r < c->mrs.size(); r++)
+      if (ncclResult_t one = c->mrs[r]->dereg(it->second->handle[r]); one != ncclSuccess) res = one;
     c->mrHandles.erase(it);
     return res;
   }
@@ -356,7 +396,7 @@ class IbNet final : public IbNetModule {
   ncclResult_t isend(void* sendComm, void* data, size_t size, int, void* mhandle, void** request) override {
     *request = nullptr;
     auto* c = static_cast<IbComm*>(sendComm);
-    if (!c->sender || !mhandle) {
+    if (!(c->sender || c->railSender) || !mhandle) {
       WARN("NET/IB: isend needs a send comm and a registered buffer");
       return ncclInvalidArgument;
     }
@@ -367,7 +407,10 @@ class IbNet final : public IbNetModule {
     Request& r = c->reqs[c->posted % kIbMaxInflight];
     if (r.inUse) return ncclSuccess;  // kIbMaxInflight requests not yet tested: try again
     int64_t id = -1;
-    if (ncclResult_t res = c->sender->isend(data, size, static_cast<IbMr*>(mhandle)->keys.lkey, &id); res != ncclSuccess)
+    const IbMr* mr = static_cast<IbMr*>(mhandle);
+    if (ncclResult_t res = c->railSender ? c->railSender->isend(data, size, mr->lkeys, &id)
+                                         : c->sender->isend(data, size, mr->keys[0].lkey, &id);
+        res != ncclSuccess)
       return channelFailed(c, res);
     if (id < 0) return idle(c);  // no receive posted by the peer yet
     return posted(c, r, id, request);
@@ -375,14 +418,16 @@ class IbNet final : public IbNetModule {
   ncclResult_t irecv(void* recvComm, void* data, size_t size, int, void* mhandle, void** request) override {
     *request = nullptr;
     auto* c = static_cast<IbComm*>(recvComm);
-    if (!c->receiver || !mhandle) {
+    if (!(c->receiver || c->railReceiver) || !mhandle) {
       WARN("NET/IB: irecv needs a receive comm and a registered buffer");
       return ncclInvalidArgument;
     }
     Request& r = c->reqs[c->posted % kIbMaxInflight];
     if (r.inUse) return ncclSuccess;
     int64_t id = -1;
-    if (ncclResult_t res = c->receiver->irecv(data, size, static_cast<IbMr*>(mhandle)->keys.rkey, &id);
+    const IbMr* mr = static_cast<IbMr*>(mhandle);
+    if (ncclResult_t res = c->railReceiver ? c->railReceiver->irecv(data, size, mr->rkeys, &id)
+                                           : c->receiver->irecv(data, size, mr->keys[0].rkey, &id);
         res != ncclSuccess)
       return channelFailed(c, res);
     if (id < 0) return idle(c);
@@ -394,7 +439,10 @@ class IbNet final : public IbNetModule {
     IbComm* c = r->comm;
     bool finished = false;
     size_t bytes = 0;
-    ncclResult_t res = c->sender ? c->sender->test(r->id, &finished, &bytes) : c->receiver->test(r->id, &finished, &bytes);
+    ncclResult_t res = c->railSender     ? c->railSender->test(r->id, &finished, &bytes)
+                       : c->railReceiver ? c->railReceiver->test(r->id, &finished, &bytes)
+                       : c->sender       ? c->sender->test(r->id, &finished, &bytes)
+                                         : c->receiver->test(r->id, &finished, &bytes);
     if (res != ncclSuccess) return channelFailed(c, res);
     if (!finished) return idle(c);
     r->inUse = false;
@@ -425,21 +473,49 @@ class IbNet final : public IbNetModule {
   }
   static int timeoutMs() { return static_cast<int>(param::socketConnectTimeoutMsec()); }
 
-  // A comm on device `dev` with its verbs context, QPs and registration cache; `local`
-  // receives what the peer needs.
-  ncclResult_t openComm(int dev, net::Socket oob, std::string peer, std::unique_ptr<IbComm>* out, QpInfo* local) {
+  // The ports a comm on device `dev` stripes over: `dev` first, then the other admitted ports
+  // of the same link layer, at most ACCL_IB_RAILS (and kMaxQpsPerConn QPs in all).
+  std::vector<int> railPorts(int dev) const {
+    std::vector<int> out{dev};
+    const int most = std::clamp(std::min(cfg_.rails, kMaxQpsPerConn / std::max(cfg_.qpsPerConn, 1)), 1, kIbMaxRails);
+    for (int p = 0; p < static_cast<int>(ports_.size()) && static_cast<int>(out.size()) < most; p++)
+      if (p != dev && ports_[p].ethernet == ports_[dev].ethernet) out.push_back(p);
+    return out;
+  }
+  static std::string portName(const IbPort& p) { return p.device + ":" + std::to_string(p.port); }
+
+  // A comm on device `dev` striped over its first `nrails` rail ports, each with its verbs
+  // context, QPs and registration cache; `local` receives what the peer needs, per rail.
+  ncclResult_t openComm(int dev, size_t nrails, net::Socket oob, std::string peer, std::unique_ptr<IbComm>* out,
+                        std::vector<QpInfo>* local) {
     auto c = std::make_unique<IbComm>();
-    std::string why;
-    c->verbs = verbs_->open(ports_[dev], &why);
-    if (!c->verbs) {
-      WARN("NET/IB: cannot open %s:%d: %s", ports_[dev].device.c_str(), ports_[dev].port, why.c_str());
-      return ncclSystemError;
-    }
     c->oob = std::move(oob);
     c->peer = std::move(peer);
-    c->qps = std::make_unique<IbQpSet>(*c->verbs, cfg_, c->peer);
-    NCCLCHECK(c->qps->create(static_cast<uint32_t>(randomU64(c.get()) & 0xffffff), local));
-    c->mrs = std::make_unique<MrCache>(*c->verbs, c->qps->pd());
+    std::vector<int> rails = railPorts(dev);
+    rails.resize(std::min(rails.size(), nrails));
+    local->assign(rails.size(), QpInfo{});
+    const uint32_t psn = static_cast<uint32_t>(randomU64(c.get()) & 0xffffff);
+    std::vector<IbRailSet::Rail> set;
+    for (size_t r = 0; r < rails.size(); r++) {
+      const IbPort& port = ports_[rails[r]];
+      std::string why;
+      c->verbs.push_back(verbs_->open(port, &why));
+      if (!c->verbs.back()) {
+        WARN("NET/IB: cannot open %s: %s", portName(port).c_str(), why.c_str());
+        return ncclSystemError;
+      }
+      c->qps.push_back(std::make_unique<IbQpSet>(*c->verbs.back(), cfg_, c->peer));
+      NCCLCHECK(c->qps.back()->create(psn, &(*local)[r]));
+      c->mrs.push_back(std::make_unique<MrCache>(*c->verbs.back(), c->qps.back()->pd()));
+      set.push_back({c->qps.back().get(), portName(port)});
+    }
+    if (rails.size() > 1) {
+      std::string names;
+      for (const IbRailSet::Rail& r : set) names += (names.empty() ? "" : ", ") + r.name;
+      INFO(kSubsysNet, "NET/IB: connection with peer %s offers %zu rails: %s", c->peer.c_str(), rails.size(),
+           names.c_str());
+      c->rails = std::make_unique<IbRailSet>(std::move(set), c->peer);
+    }
     for (Request& r : c->reqs) r.comm = c.get();
     *out = std::move(c);
     return ncclSuccess;
@@ -463,13 +539,19 @@ class IbNet final : public IbNetModule {
       return ncclRemoteError;
     }
     auto p = std::make_unique<Connecting>();
-    NCCLCHECK(openComm(dev, std::move(sock), addr.str(), &p->comm, &p->local));
+    NCCLCHECK(openComm(dev, kIbMaxRails, std::move(sock), addr.str(), &p->comm, &p->local));
     IbComm& c = *p->comm;
-    c.sender = std::make_unique<IbSender>(*c.qps);
-    NCCLCHECK(c.sender->init(&p->local));
+    if (c.rails) {
+      c.railSender = std::make_unique<IbRailSender>(*c.rails);
+      NCCLCHECK(c.railSender->init(&p->local));
+    } else {
+      c.sender = std::make_unique<IbSender>(*c.qps[0]);
+      NCCLCHECK(c.sender->init(&p->local[0]));
+    }
     Hello hello{};
     hello.nonce = h.nonce;
-    encodeQpInfo(p->local, hello.info, sizeof hello.info);
+    hello.nrails = static_cast<uint32_t>(p->local.size());
+    for (size_t r = 0; r < p->local.size(); r++) encodeQpInfo(p->local[r], hello.info[r], sizeof hello.info[r]);
     NCCLCHECK(net::sendAll(c.oob, &hello, sizeof hello, c.peer.c_str(), nullptr, timeoutMs()));
     *out = std::move(p);
     return ncclSuccess;
@@ -497,16 +579,25 @@ class IbNet final : public IbNetModule {
 
   // The Hello came: QPs to RTS against the connector's, receiver pointed at its credit FIFO,
   // our record sent back.
-  ncclResult_t answer(int dev, Accepting* a, const QpInfo& remote) {
-    QpInfo local;
-    NCCLCHECK(openComm(dev, std::move(a->sock), a->peer, &a->comm, &local));
+  // Offered several rails, the striped protocol is used even if this side has one port.
+  ncclResult_t answer(int dev, Accepting* a, const std::vector<QpInfo>& remote) {
+    std::vector<QpInfo> local;
+    NCCLCHECK(openComm(dev, remote.size(), std::move(a->sock), a->peer, &a->comm, &local));
     IbComm& c = *a->comm;
-    c.receiver = std::make_unique<IbReceiver>(*c.qps);
-    NCCLCHECK(c.qps->connect(local, remote));
-    NCCLCHECK(c.receiver->init(remote));
-    unsigned char reply[sizeof(QpInfo)];
-    encodeQpInfo(local, reply, sizeof reply);
-    return net::sendAll(c.oob, reply, sizeof reply, c.peer.c_str(), nullptr, timeoutMs());
+    for (size_t r = 0; r < local.size(); r++) NCCLCHECK(c.qps[r]->connect(local[r], remote[r]));
+    if (remote.size() > 1) {
+      if (!c.rails) c.rails = std::make_unique<IbRailSet>(
+                        std::vector<IbRailSet::Rail>{{c.qps[0].get(), portName(ports_[dev])}}, c.peer);
+      c.railReceiver = std::make_unique<IbRailReceiver>(*c.rails);
+      NCCLCHECK(c.railReceiver->init(remote));
+    } else {
+      c.receiver = std::make_unique<IbReceiver>(*c.qps[0]);
+      NCCLCHECK(c.receiver->init(remote[0]));
+    }
+    Reply reply{};
+    reply.nrails = static_cast<uint32_t>(local.size());
+    for (size_t r = 0; r < local.size(); r++) encodeQpInfo(local[r], reply.info[r], sizeof reply.info[r]);
+    return net::sendAll(c.oob, &reply, sizeof reply, c.peer.c_str(), nullptr, timeoutMs());
   }
 
   static ncclResult_t posted(IbComm* c, Request& r, int64_t id, void** request) {

@@ -21,6 +21,7 @@ IbConfig IbConfig::fromParams() {
   c.qpsPerConn = static_cast<int>(param::ibQpsPerConnection());
   c.timeout = static_cast<int>(param::ibTimeout());
   c.retryCnt = static_cast<int>(param::ibRetryCnt());
+  c.rails = static_cast<int>(param::ibRails());
   return c;
 }
 

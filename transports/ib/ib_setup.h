@@ -18,6 +18,7 @@ struct IbConfig {
   int qpsPerConn = 1;  // NCCL_IB_QPS_PER_CONNECTION
   int timeout = 20;    // NCCL_IB_TIMEOUT
   int retryCnt = 7;    // NCCL_IB_RETRY_CNT
+  int rails = 4;       // ACCL_IB_RAILS: most ports one connection stripes over
   static IbConfig fromParams();
 };
 
