@@ -23,7 +23,7 @@ HPN_RATE="${HPN_RATE:-1gbit}"
 why=$(pods_unavailable)
 [ -z "$why" ] || { echo "cannot run: $why"; exit 77; }
 LOGS=$(mktemp -d /tmp/accl-rails-bw.XXXXXX)
-trap 'pods_down; rm -rf "$LOGS"' EXIT
+trap 'pods_down; [ -n "${KEEP_LOGS:-}" ] && echo "logs kept in $LOGS" || rm -rf "$LOGS"' EXIT
 trap 'exit 1' INT TERM
 pods_up 2 && pods_add_rail || exit 1
 

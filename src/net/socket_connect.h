@@ -42,8 +42,11 @@ struct DataHandshake {
   int32_t rank;
   int32_t sockIndex;
   int32_t nsocks;
-  int32_t resume;       // 1: replaces stripe sockIndex of an existing connection (a rail failed)
-  uint64_t resumeFrom;  // resume: the next byte of that stripe the caller expects
+  // 1: replaces stripe sockIndex of an existing connection (a rail failed); 2: a notice from
+  // the higher (accepting) rank that its end of stripe sockIndex failed on rail resumeFrom, so
+  // the lower rank replaces it now rather than after its own timeout.
+  int32_t resume;
+  uint64_t resumeFrom;  // resume 1: the next byte of that stripe the caller expects; 2: the rail
 };
 
 // The connecting (lower-rank) side of one pair: opens `nsocks` sockets to `peer` (split evenly

@@ -118,7 +118,8 @@ ncclResult_t NetTransport::setup(TransportSetup& ctx, const std::vector<int>& pe
     }
   }
   rails_ = std::clamp(me.nrails, 1, kMaxSocketRails) > 1;
-  if (lowerPeers_ > 0) {
+  // With several rails also for higher peers only: their notices that a rail failed come here.
+  if (lowerPeers_ > 0 || rails_) {
     for (size_t r = 0; r < listeners_.size(); r++) {
       acceptors_.emplace_back([this, r] {
         cpus_.applyToCurrentThread();
@@ -133,8 +134,29 @@ std::shared_ptr<SocketConnection> NetTransport::incomingConnection(int peer) {
   Incoming& in = incoming_[peer];
   if (!in.conn) {
     const SocketLayout layout = layoutFor(peer);
-    in.conn = makeSocketConnection(ringBytes_, layout, bell_,
-                                   describeSocketPeer(*peers_, self_.rank, peer, layout.perRail()), cpus_, pinHost_);
+    const SocketPeer who = describeSocketPeer(*peers_, self_.rank, peer, layout.perRail());
+    in.conn = makeSocketConnection(ringBytes_, layout, bell_, who, cpus_, pinHost_);
+    if (layout.nrails > 1) {
+      // The peer redials; we tell it at once when our end of a stripe fails (rail_failover.cc).
+      SocketLink::Redial redial;
+      std::vector<net::SockAddr> to;
+      for (int r = 0; r < layout.nrails; r++) to.push_back((*peers_)[static_cast<size_t>(peer)].railAddr[r]);
+      redial.notify = [self = self_, to, nsocks = layout.nsocks(), name = who.describe()](int rail, int s,
+                                                                                            int lostRail) {
+        net::Socket sock;
+        std::string why;
+        const net::SockAddr* local =
+            static_cast<size_t>(rail) < self.railAddrs.size() ? &self.railAddrs[static_cast<size_t>(rail)] : nullptr;
+        if (net::connectWithin(to[static_cast<size_t>(rail)], &sock, 500, &why, nullptr, false, local) != ncclSuccess) {
+          INFO(kSubsysNet, "rank %d: cannot tell %s that its socket %d failed: %s", self.rank, name.c_str(), s,
+               why.c_str());
+          return ncclRemoteError;
+        }
+        net::DataHandshake hs{self.magic, self.nonce, self.rank, s, nsocks, 2, static_cast<uint64_t>(lostRail)};
+        return net::sendAll(sock, &hs, sizeof(hs), name.c_str(), nullptr, 500);
+      };
+      in.conn->setRedial(std::move(redial));
+    }
   }
   return in.conn;
 }
@@ -150,6 +172,15 @@ void NetTransport::acceptLoop(const net::Socket& listener, int rail) {
     std::memcpy(&hs, a.header.data(), sizeof(hs));
     std::lock_guard<std::mutex> lk(mu_);
     if (lowerPeers_ == 0 && !rails_) return;  // another rail's acceptor saw the last peer arrive
+    if (hs.resume == 2) {
+      // A higher rank's end of one of our sockets failed: replace it now (closing this one).
+      auto it = outgoing_.find(hs.rank);
+      std::shared_ptr<SocketConnection> conn = it == outgoing_.end() ? nullptr : it->second.lock();
+      const bool valid = hs.nonce == self_.nonce && hs.rank > self_.rank &&
+                         hs.resumeFrom < static_cast<uint64_t>(kMaxSocketRails);
+      if (valid && conn) conn->peerLost(hs.sockIndex, static_cast<int>(hs.resumeFrom));
+      continue;
+    }
     const bool known = hs.nonce == self_.nonce && hs.rank >= 0 && hs.rank < self_.rank &&
                        static_cast<size_t>(hs.rank) < mine_.size() && mine_[static_cast<size_t>(hs.rank)];
     if (known && hs.resume == 1) {
@@ -216,7 +247,7 @@ ncclResult_t NetTransport::connect(TransportSetup& ctx, int peer, std::unique_pt
   self.railAddrs.resize(to.railAddrs.size());
   std::vector<net::Socket> socks;
   NCCLCHECK(net::connectDataSockets(self, to, layout.nsocks(), ctx.abortFlag, &socks));
-  std::unique_ptr<SocketConnection> conn = makeSocketConnection(ringBytes_, layout, bell_, who, cpus_, pinHost_);
+  std::shared_ptr<SocketConnection> conn = makeSocketConnection(ringBytes_, layout, bell_, who, cpus_, pinHost_);
   if (layout.nrails > 1) {
     // A lost socket comes back on another rail: connect from our address there to the peer's.
     const std::atomic<int>* abortFlag = ctx.abortFlag;
@@ -244,7 +275,11 @@ ncclResult_t NetTransport::connect(TransportSetup& ctx, int peer, std::unique_pt
     conn->setRedial(std::move(redial));
   }
   conn->attach(std::move(socks));
-  *out = std::move(conn);
+  if (layout.nrails > 1) {
+    std::lock_guard<std::mutex> lk(mu_);
+    outgoing_[peer] = conn;  // for the peer's notices (acceptLoop)
+  }
+  *out = std::make_unique<SharedConnection>(std::move(conn));
   return ncclSuccess;
 }
 

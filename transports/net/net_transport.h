@@ -61,6 +61,8 @@ class NetTransport final : public Transport {
   std::function<std::shared_ptr<void>(void*, size_t)> pinHost_;  // TransportSetup::pinHost
   std::mutex mu_;
   std::map<int, Incoming> incoming_;
+  // Connections this rank opened (to higher ranks), for the peer's notice that a rail failed.
+  std::map<int, std::weak_ptr<SocketConnection>> outgoing_;
   int lowerPeers_ = 0;  // lower-rank peers still to arrive
   bool rails_ = false;  // several rails: the acceptors stay, for sockets that move (failover)
   std::atomic<int> stopAcceptor_{0};

@@ -31,6 +31,7 @@ void SocketLink::enableFailover(int nrails, int perRail, Redial redial, std::fun
   lostAtMs_.reset(new std::atomic<int64_t>[static_cast<size_t>(n)]);
   movedAtMs_.reset(new std::atomic<int64_t>[static_cast<size_t>(n)]);
   gen_.reset(new std::atomic<uint32_t>[static_cast<size_t>(n)]);
+  notified_.reset(new std::atomic<bool>[static_cast<size_t>(n)]);
   for (int s = 0; s < n; s++) {
     // Unacknowledged bytes sit in our send buffer, unread ones in the peer's receive buffer:
     // the copy covers both (the kernel reports the doubled sizes it really uses).
@@ -49,6 +50,7 @@ void SocketLink::enableFailover(int nrails, int perRail, Redial redial, std::fun
     lostAtMs_[s].store(0, std::memory_order_relaxed);
     movedAtMs_[s].store(0, std::memory_order_relaxed);
     gen_[s].store(0, std::memory_order_relaxed);
+    notified_[s].store(false, std::memory_order_relaxed);
     net::failDeadLinkWithin(socks[s], static_cast<int>(param::railTimeoutMsec()));
   }
   perRail_ = perRail;
@@ -93,6 +95,7 @@ bool SocketLink::swapSocket(int s, int rail, net::Socket sock, uint64_t peerPos,
   net::failDeadLinkWithin(sock, static_cast<int>(param::railTimeoutMsec()));
   socks[s] = std::move(sock);  // closes the old one, under failoverMu_ (see onPollEvents)
   gen_[s].fetch_add(1, std::memory_order_release);
+  notified_[s].store(false, std::memory_order_relaxed);
   resendEnd_[s].store(resendTo, std::memory_order_relaxed);
   out.cursor[s].store(peerPos, std::memory_order_release);
   eof[s].store(false, std::memory_order_relaxed);
@@ -129,6 +132,23 @@ bool SocketLink::resumeOn(int s, int rail, int timeoutMs, const char* why) {
   return ok;
 }
 
+void SocketLink::loseSocketsOnDownInterfaces(const std::vector<int>& sockets) {
+  for (int s : sockets) {
+    if (lostSocket(s)) continue;
+    const int rail = railNow(s);
+    if (!interfaceDown(peer.ifnameOfRail(rail))) continue;
+    std::lock_guard<std::mutex> lk(failoverMu_);  // not a socket an acceptor just swapped in
+    // loseSocket adds "; local interface hpn1 is down".
+    if (!lostSocket(s) && railNow(s) == rail) loseSocket(s, "no TCP error yet");
+  }
+}
+
+void SocketLink::peerLost(int s, int rail) {
+  if (!failoverOn() || s < 0 || s >= stripe.nsocks) return;
+  std::lock_guard<std::mutex> lk(failoverMu_);  // the socket on `rail`, not one swapped in since
+  if (!lostSocket(s) && railNow(s) == rail) loseSocket(s, "the peer's end failed (it told us on another rail)");
+}
+
 ncclResult_t SocketLink::acceptResume(int s, int rail, net::Socket sock, uint64_t peerPos) {
   if (!failoverOn() || s < 0 || s >= stripe.nsocks || rail < 0 || rail >= nrails_) return ncclInvalidUsage;
   holdBoth(s);
@@ -158,6 +178,12 @@ int SocketLink::tendRail(const std::vector<int>& sockets) {
     if (stopping.load() || error.load() != 0) return -1;
     if (lostSocket(s)) {
       if (!redial_.connect) {
+        if (redial_.notify && !notified_[s].exchange(true)) {
+          // Tell the peer at once, on another rail: it may not see the loss for a while.
+          const int lost = railNow(s);
+          for (int step = 1; step < nrails_; step++)
+            if (redial_.notify((lost + step) % nrails_, s, lost) == ncclSuccess) break;
+        }
         // The peer connects again; it sees the loss within about the rail timeout too.
         // The peer may see an idle socket die only by keepalive, a little after us.
         const int64_t waitMs = 2 * railMs + connectMs;

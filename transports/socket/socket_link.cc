@@ -1,6 +1,8 @@
 // socket_link.cc: shared state of a striped socket connection, and how its failures are told.
 #include "transports/socket/socket_link.h"
+#include <net/if.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <algorithm>
 #include <cerrno>
@@ -20,6 +22,15 @@ std::string localInterfaceState(const std::string& ifname) {
     if (nif.running) return "";
   }
   return present ? "; local interface " + ifname + " is down" : "; local interface " + ifname + " has no address";
+}
+
+bool interfaceDown(const std::string& ifname) {
+  static const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);  // for ioctls only, kept
+  if (fd < 0 || ifname.empty() || ifname.size() >= IFNAMSIZ) return false;
+  ifreq req{};
+  std::memcpy(req.ifr_name, ifname.data(), ifname.size());
+  if (ioctl(fd, SIOCGIFFLAGS, &req) != 0) return errno == ENODEV;
+  return !(req.ifr_flags & IFF_UP) || !(req.ifr_flags & IFF_RUNNING);
 }
 
 std::string SocketPeer::describe() const {

@@ -45,6 +45,8 @@ struct SocketPeer {
 
 // "; local interface hpn1 is down" when that explains a failure, else "".
 std::string localInterfaceState(const std::string& ifname);
+// True if interface `ifname` of this network namespace is down, not running or gone (one ioctl).
+bool interfaceDown(const std::string& ifname);
 
 // A power-of-two byte ring allocated once; positions grow forever and wrap by masking.
 struct StagingRing {
@@ -133,6 +135,10 @@ struct SocketLink {
   struct Redial {
     std::function<ncclResult_t(int rail, int timeoutMs, net::Socket* out)> connect;
     std::function<ncclResult_t(const net::Socket& sock, int s, uint64_t myPos, uint64_t* peerPos)> resume;
+    // Accepting side: tells the peer, through its listener on `rail`, that stripe s failed on
+    // rail `lostRail` here (a local interface that went down is seen at once; the peer would
+    // only see it after ACCL_RAIL_TIMEOUT).
+    std::function<ncclResult_t(int rail, int s, int lostRail)> notify;
   };
   // After the sockets are in place; `wakeHelpers` wakes every helper thread of the link.
   void enableFailover(int nrails, int perRail, Redial redial, std::function<void()> wakeHelpers);
@@ -141,10 +147,16 @@ struct SocketLink {
   bool lostSocket(int s) const { return nrails_ > 1 && lost_[s].load(std::memory_order_acquire); }
   // Records that socket s failed (WARN once), so it is skipped until it is replaced.
   void loseSocket(int s, const std::string& what);
+  // Helper thread of a rail, every few hundred ms: its sockets whose local interface went
+  // down are lost at once (TCP would tell only after ACCL_RAIL_TIMEOUT, an idle socket later).
+  void loseSocketsOnDownInterfaces(const std::vector<int>& sockets);
   // Helper thread of a rail: replaces its lost sockets (connecting side), moves sockets back
   // to it when it answers again, or fails the link when no rail is left. Returns the poll
   // timeout it needs (-1: none).
   int tendRail(const std::vector<int>& sockets);
+  // Connecting side: the peer says its end of stripe s failed on `rail`: lost now, if it is
+  // still there.
+  void peerLost(int s, int rail);
   // Accepting side: the peer replaced stripe s by `sock` and expects our bytes from peerPos;
   // answers with where our receive cursor is.
   ncclResult_t acceptResume(int s, int rail, net::Socket sock, uint64_t peerPos);
@@ -184,6 +196,7 @@ struct SocketLink {
   std::unique_ptr<std::atomic<int>[]> onRail_;
   std::unique_ptr<std::atomic<int64_t>[]> lostAtMs_, movedAtMs_;
   std::unique_ptr<std::atomic<uint32_t>[]> gen_;  // per socket: bumped by every swap
+  std::unique_ptr<std::atomic<bool>[]> notified_;  // accepting side: the peer was told of the loss
   // Swaps (worker and acceptor) and their log lines; a swap closes the old socket under it, so
   // a poll result checked against gen_ under it still refers to an open descriptor.
   std::mutex failoverMu_;

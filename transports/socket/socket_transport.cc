@@ -104,6 +104,9 @@ class StripedConnection final : public SocketConnection {
     if (!attached()) return ncclInvalidUsage;
     return link_.acceptResume(s, rail, std::move(sock), peerPos);
   }
+  void peerLost(int s, int rail) override {
+    if (attached()) link_.peerLost(s, rail);
+  }
   SendChannel* send() override { return &send_; }
   RecvChannel* recv() override { return &recv_; }
   void close(int /*culprit: sockets cannot pass it on; the bootstrap notice does*/) override {

@@ -41,6 +41,8 @@ class SocketConnection : public PeerConnection {
   virtual void setRedial(SocketLink::Redial redial) = 0;
   // Accepting side: the peer replaced stripe s by `sock` on `rail` (a rail failed or came back).
   virtual ncclResult_t acceptResume(int s, int rail, net::Socket sock, uint64_t peerPos) = 0;
+  // Connecting side: the peer's end of stripe s failed on `rail` (SocketLink::peerLost).
+  virtual void peerLost(int s, int rail) = 0;
 };
 
 // `pinHost` (may be empty): pins its two staging rings for a device backend's copies

@@ -93,7 +93,8 @@ void SocketWorker::sleepUntilReady(int timeoutMs) {
     int n = poll(fds.data(), fds.size(), timeoutMs);
     if (n > 0) {
       for (size_t i = 1; i < fds.size(); i++)
-        if (fds[i].revents != 0) link_->onPollEvents(sockets_[i - 1], gens[i - 1], fds[i].fd, fds[i].events, fds[i].revents);
+        if (fds[i].revents != 0)
+          link_->onPollEvents(sockets_[i - 1], gens[i - 1], fds[i].fd, fds[i].events, fds[i].revents);
     }
   }
   sleeping_.store(false, std::memory_order_relaxed);
@@ -104,8 +105,18 @@ void SocketWorker::sleepUntilReady(int timeoutMs) {
 
 void SocketWorker::run() {
   while (!link_->stopping.load(std::memory_order_acquire) && link_->error.load(std::memory_order_acquire) == 0) {
-    // With several rails: replace lost sockets, move sockets back to a rail that answers again.
-    const int waitMs = link_->failoverOn() ? link_->tendRail(sockets_) : -1;
+    // With several rails: lose sockets whose local interface went down, replace lost sockets,
+    // move sockets back to a rail that answers again; and look at the interfaces again soon.
+    int waitMs = -1;
+    if (link_->failoverOn()) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= nextInterfaceCheck_) {
+        link_->loseSocketsOnDownInterfaces(sockets_);
+        nextInterfaceCheck_ = now + std::chrono::milliseconds(kInterfaceCheckMs);
+      }
+      waitMs = link_->tendRail(sockets_);
+      waitMs = waitMs < 0 ? kInterfaceCheckMs : std::min(waitMs, kInterfaceCheckMs);
+    }
     bool sent = false;
     bool received = false;
     for (int s : sockets_) {

@@ -5,6 +5,7 @@
 // when it may be asleep (Dekker handshake on `sleeping_`), so a busy stream costs no syscall.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 #include "topo/cpu_mask.h"
@@ -38,6 +39,9 @@ class SocketWorker {
   int eventFd_ = -1;
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> deafToArrivals_{false};  // its current sleep leaves POLLIN out
+  // With several rails: how often the local interfaces of its sockets are looked at.
+  static constexpr int kInterfaceCheckMs = 200;
+  std::chrono::steady_clock::time_point nextInterfaceCheck_{};
   std::thread thread_;
 };
 
