@@ -502,7 +502,8 @@ TEST_P(IbNetRailFailover, AQpInTheErrorStateMovesItsWorkToTheOtherPortAndEveryMe
   ASSERT_EQ(deliveries, 11) << "the port was never broken";
   const std::string moved = "QP [0-9]+ on " + std::string(broken.port) +
                             " to peer [0-9.]+:[0-9]+ went to the error state \\(.+\\); its work continues on " + other;
-  EXPECT_FALSE(warns.matching("^NET/IB: " + moved).empty()) << "no WARN names the port, the peer and where the work went";
+  EXPECT_FALSE(warns.matching("^NET/IB: " + moved).empty())
+      << "no WARN names the port, the peer and where the work went";
   // The failed port carries nothing more, in either direction; the other one everything.
   const uint64_t deadA = portBytes(t.fabric, 1, broken.port), deadB = portBytes(t.fabric, 2, broken.port);
   const uint64_t liveA = portBytes(t.fabric, 1, other.c_str());
@@ -542,10 +543,9 @@ TEST(IbNetRails, WhenEveryPortFailsTheConnectionFailsNamingThePeerAndThePorts) {
   ASSERT_NE(sreq, nullptr);
   size_t size = 0;
   EXPECT_EQ(waitFor(t.a.get(), sreq, &size), ncclRemoteError);
-  EXPECT_FALSE(warns.matching("^NET/IB: IB completion error with peer [0-9.]+:[0-9]+ on every port: mlx5_[01]:1 \\(.+\\), "
-                              "mlx5_[01]:1 \\(.+\\)$")
-                   .empty())
-      << "the failure does not name the peer and both ports";
+  const std::string everyPort =
+      "^NET/IB: IB completion error with peer [0-9.]+:[0-9]+ on every port: mlx5_[01]:1 \\(.+\\), mlx5_[01]:1 \\(.+\\)$";
+  EXPECT_FALSE(warns.matching(everyPort).empty()) << "the failure does not name the peer and both ports";
   EXPECT_EQ(waitFor(t.b.get(), rreq, &size), ncclRemoteError);
 }
 
