@@ -65,6 +65,11 @@ struct MailboxHeader {
   uint64_t closedBy[kMailboxRanks];
   // Written by the sender s with each chunk, before it posts it: the stamp of its call.
   KStamp stamps[kMailboxRanks][kChannels][kSlots];
+  // The collective this rank's latest launch is in, for a peer that waits on it to compare with
+  // its own (a seqlock: callWord is 0 while `call` is being written, else its call number + 1).
+  // Catches calls that send nothing to the rank that would check the stamps (roots that differ).
+  uint64_t callWord;
+  KStamp call;
 };
 constexpr size_t kMailboxHeaderBytes = 8192;
 static_assert(sizeof(MailboxHeader) <= kMailboxHeaderBytes, "mailbox header");

@@ -99,6 +99,41 @@ ACCL_DEV uint64_t* claimReport(const CollKernelArgs& a, const WaitFor& w) {
   return report;
 }
 
+ACCL_DEV bool sameStamp(const KStamp& x, const KStamp& y) {
+  return x.magic == y.magic && x.seq == y.seq && x.count == y.count && x.root == y.root && x.kind == y.kind &&
+         x.type == y.type && x.red == y.red && x.flags == y.flags;
+}
+
+// Whether the peer this wait is for is in another collective with the same call number (its
+// launch published its stamp in its mailbox header): then what this rank waits for never comes.
+// Reports the mismatch like a stamp that came with a chunk. Only for mailbox peers, stamps on.
+ACCL_DEV bool peerInAnotherCall(const CollKernelArgs& a, const WaitFor& w) {
+  if (a.p2p || (w.what != kWaitPeerData && w.what != kWaitPeerSpace) || w.peer == w.rank) return false;
+  const KStamp& mine = a.stamp[w.rank];
+  if (mine.magic == 0 || a.viaNet[w.rank][w.peer] || a.mailbox[w.peer] == nullptr) return false;
+  MailboxHeader* h = header(a, w.peer);
+  const uint64_t word = loadAcquire(&h->callWord);
+  if (word != static_cast<uint64_t>(mine.seq) + 1) return false;
+  const volatile KStamp* p = &h->call;
+  KStamp theirs;
+  theirs.magic = p->magic;
+  theirs.seq = p->seq;
+  theirs.count = p->count;
+  theirs.root = p->root;
+  theirs.kind = p->kind;
+  theirs.type = p->type;
+  theirs.red = p->red;
+  theirs.flags = p->flags;
+  fenceSystem();  // the fields were read before the word is read again
+  if (loadAcquire(&h->callWord) != word || sameStamp(theirs, mine)) return false;
+  if (uint64_t* report = claimReport(a, w)) {
+    putStamp(&report[kReportMine], mine);
+    putStamp(&report[kReportTheirs], theirs);
+    storeRelease(&report[kReportCode], kReportMismatch);
+  }
+  return true;
+}
+
 // Every thread of the block waits for *flag >= v; false once the host asked the kernels to
 // give up (abort, a failed peer) or ACCL_TIMEOUT passed without it (the first to time out
 // says what it waited for in the report): the data is then meaningless, the stream goes on.
@@ -111,6 +146,7 @@ ACCL_DEV bool waitAtLeast(const CollKernelArgs& a, const uint64_t* flag, uint64_
       if (loadAcquire(devicePointer(a.abortFlag)) != 0) return false;
       uint64_t* report = a.report ? devicePointer(a.report) : nullptr;
       if (report && loadAcquire(&report[kReportCode]) != 0) return false;  // another wait timed out
+      if ((i & 0x3fff) == 0x3fff && peerInAnotherCall(a, w)) return false;
       if (a.timeoutNs && nowNs() - start > a.timeoutNs) {
         if (uint64_t* claimed = claimReport(a, w)) storeRelease(&claimed[kReportCode], kReportTimedOut);
         return false;
@@ -126,9 +162,7 @@ ACCL_DEV bool waitAtLeast(const CollKernelArgs& a, const uint64_t* flag, uint64_
 ACCL_DEV bool stampMatches(const CollKernelArgs& a, const KStamp* got, const KStamp& want, WaitFor w) {
   if (want.magic == 0) return true;
   const KStamp g = *got;
-  if (g.magic == want.magic && g.seq == want.seq && g.count == want.count && g.root == want.root &&
-      g.kind == want.kind && g.type == want.type && g.red == want.red && g.flags == want.flags)
-    return true;
+  if (sameStamp(g, want)) return true;
   if (uint64_t* report = claimReport(a, w)) {
     putStamp(&report[kReportMine], want);
     putStamp(&report[kReportTheirs], g);
@@ -282,6 +316,18 @@ template <class E, class Op>
 ACCL_DEV void collective(const CollKernelArgs& a) {
   if (static_cast<int>(blockIndex()) >= a.ntasks) return;
   const KTask t = a.tasks[blockIndex()];
+  // The rank's first block publishes which collective it is in (MailboxHeader::callWord).
+  if (!a.p2p && a.stamp[t.rank].magic != 0 && threadIndex() == 0) {
+    unsigned first = 0;
+    while (a.tasks[first].rank != t.rank) first++;
+    if (first == blockIndex()) {
+      MailboxHeader* h = header(a, t.rank);
+      storeRelease(&h->callWord, 0);
+      fenceSystem();  // readers see the 0 before any field changes
+      h->call = a.stamp[t.rank];
+      storeRelease(&h->callWord, static_cast<uint64_t>(a.stamp[t.rank].seq) + 1);
+    }
+  }
   switch (t.kind) {
     case TaskKind::Send: runSend<E>(a, t); break;
     case TaskKind::Recv: runRecv(a, t); break;

@@ -56,6 +56,8 @@ ACCL_DEV uint64_t loadAcquire(const uint64_t* flag) {
   __threadfence_system();
   return v;
 }
+// Orders this thread's memory accesses before and after it, as the host and other GPUs see them.
+ACCL_DEV void fenceSystem() { __threadfence_system(); }
 ACCL_DEV void spinPause() {
 #if __CUDA_ARCH__ >= 700
   __nanosleep(64);
@@ -108,6 +110,8 @@ ACCL_DEV void storeRelease(uint64_t* flag, uint64_t v) {
 ACCL_DEV uint64_t loadAcquire(const uint64_t* flag) {
   return __hip_atomic_load(flag, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
 }
+// A sequentially consistent fence; clang gives it system scope on AMD GPUs.
+ACCL_DEV void fenceSystem() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 // s_sleep 1: about 64 clocks, like CUDA's __nanosleep(64) above.
 ACCL_DEV void spinPause() { __builtin_amdgcn_s_sleep(1); }
 template <class T>
@@ -149,6 +153,7 @@ inline bool claimOnce(uint64_t* word, uint64_t v) {
   return __atomic_compare_exchange_n(word, &expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 inline uint64_t loadAcquire(const uint64_t* flag) { return __atomic_load_n(flag, __ATOMIC_SEQ_CST); }
+inline void fenceSystem() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 template <class T>
 T* devicePointer(T* p) {
   return static_cast<T*>(hostView(p));
