@@ -55,14 +55,6 @@ KNOWN_DIFFERENCES = {
     "test_get_backend": "asserts dist.get_backend() == BACKEND ('gloo'); in accl-as-gloo the group's "
                         "backend is 'accl' (passes in mode accl)",
 }
-# Tests that pass on gloo and not (yet) on accl for want of a feature: not outside our control,
-# listed so the run stays green while the feature is missing; docs/pytorch.md says why.
-NOT_YET = "recv from any source is not implemented (NCCL point-to-point names the peer; see docs/pytorch.md)"
-KNOWN_DIFFERENCES.update({
-    "test_send_recv_any_source": NOT_YET,
-    "test_send_recv_any_source_autograd_profiler": NOT_YET,
-    "test_send_recv_any_source_torch_profiler": NOT_YET,
-})
 
 
 def group_of(name):

@@ -36,6 +36,7 @@ AcclBackend::AcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
   // CPU tensors: a host-backend communicator even where the library runs CUDA (a GPU machine).
   comm_ = initComm("accl/unique_id", /*host=*/true);
   check(api().ncclHostStreamCreate(&stream_), "ncclHostStreamCreate");
+  ledger_ = std::make_unique<SendLedger>(store_, rank, size);
   // CUDA tensors: a communicator on the current device now, while every rank is here (a first
   // send/recv could not create one). Every rank of a job sees the same kind of machine.
   if (cudaDeviceCount() > 0 && libraryHasCuda()) deviceComm(currentCudaDevice(), true, "init_process_group");
@@ -90,6 +91,7 @@ void AcclBackend::eagerConnectSingleDevice(at::Device device) {
 
 void AcclBackend::shutdown() {
   flushP2P();  // a last isend before destroy_process_group still goes out
+  if (ledger_) ledger_->stop();  // and is announced to a receiver from any source
   {
     std::lock_guard<std::mutex> lk(qmu_);
     if (stopping_) return;
@@ -194,7 +196,7 @@ c10::intrusive_ptr<AcclWork> AcclBackend::newWork(c10d::OpType type, const char*
   ++seq_;
   auto w = c10::make_intrusive<AcclWork>(rank_, type, name, timeout == c10d::kUnsetTimeout ? timeout_ : timeout,
                                          this, outputs);
-  bool p2p = type == c10d::OpType::SEND || type == c10d::OpType::RECV;
+  bool p2p = type == c10d::OpType::SEND || type == c10d::OpType::RECV || type == c10d::OpType::RECVANYSOURCE;
   w->collSeq_ = p2p ? 0 : ++collSeq_;
   return w;
 }
@@ -244,7 +246,8 @@ void AcclBackend::launch(const c10::intrusive_ptr<AcclWork>& work, const std::fu
   launchLocked(work, body);
 }
 
-void AcclBackend::launchP2P(const c10::intrusive_ptr<AcclWork>& work, std::function<void(const Target&)> body) {
+void AcclBackend::launchP2P(const c10::intrusive_ptr<AcclWork>& work, std::function<void(const Target&)> body,
+                            bool anySource) {
   std::lock_guard<std::mutex> lk(launchMu_);
   std::optional<c10::Device> device = deviceOf(*work);
   bool cpu = !device || device->is_cpu();
@@ -253,7 +256,7 @@ void AcclBackend::launchP2P(const c10::intrusive_ptr<AcclWork>& work, std::funct
     return launchLocked(work, body);
   }
   if (!pending_.empty() && deviceOf(*pending_.front().work) != device) flushPendingLocked();
-  pending_.push_back(PendingOp{work, std::move(body)});
+  pending_.push_back(PendingOp{work, std::move(body), anySource});
   if (pendingSince_.load() == 0) pendingSince_.store(nowTicks());
 }
 
@@ -290,6 +293,11 @@ c10::intrusive_ptr<AcclWork> AcclBackend::flushPendingLocked(bool raise) {
     };
   }
   try {
+    // Receives from any source learn their peer now, in posting order, so each takes the next
+    // message nobody here has claimed (the receives naming a peer claimed theirs when posted).
+    for (auto& op : ops)
+      if (op.anySource)
+        op.work->source_ = ledger_->claimAny(std::chrono::steady_clock::now() + op.work->timeout_, op.work->opName_);
     launchLocked(work, body);
   } catch (...) {
     // Whoever flushed (another op, a wait, the watchdog) is not the ops' caller: their Works

@@ -26,6 +26,7 @@
 
 #include "library.h"
 #include "nccl_types.h"
+#include "send_ledger.h"
 #include "streams.h"
 #include "torch_compat.h"
 #include "work.h"
@@ -155,7 +156,10 @@ class AcclBackend : public c10d::Backend, public WorkOwner {
   // next ones as one NCCL group: when a Work of them is waited on or queried, before the next
   // other op, at endCoalescing, or once it has waited kP2PFlushAfter (a send nobody waits on).
   // So irecv-then-isend on both ranks completes, as on gloo. `body` must own what it uses.
-  void launchP2P(const c10::intrusive_ptr<AcclWork>& work, std::function<void(const Target&)> body);
+  // anySource: a receive from any source (recvAnysource), whose peer is found (SendLedger) when
+  // it is started; its body reads the peer from the Work (sourceRank()).
+  void launchP2P(const c10::intrusive_ptr<AcclWork>& work, std::function<void(const Target&)> body,
+                 bool anySource = false);
   // Starts what launchP2P holds (launchMu_ held); returns the Work that completes with it, or
   // null when nothing was held. A launch failure lands in the ops' Works (their wait() raises
   // it), and is raised here too with `raise`.
@@ -178,10 +182,12 @@ class AcclBackend : public c10d::Backend, public WorkOwner {
   struct PendingOp {
     c10::intrusive_ptr<AcclWork> work;
     std::function<void(const Target&)> body;
+    bool anySource = false;
   };
   std::vector<PendingOp> pending_;  // launchP2P, under launchMu_
   std::atomic<int64_t> pendingSince_{0};  // steady clock ticks of the oldest pending op; 0: none
   bool coalescing_ = false;
+  std::unique_ptr<SendLedger> ledger_;  // receive from any source (CPU tensors)
   uint64_t monitoredBarriers_ = 0;
   std::mutex qmu_;
   std::condition_variable qcv_;   // completion thread: work queued / stopping

@@ -284,6 +284,7 @@ c10::intrusive_ptr<c10d::Work> AcclBackend::send(std::vector<at::Tensor>& tensor
   launchP2P(work, [this, in, dst](const Target& tg) {
     check(api().ncclSend(in.data_ptr(), in.numel(), toNccl(in.scalar_type()), dst, tg.comm, tg.stream), "send");
   });
+  if (in.device().is_cpu()) ledger_->noteSend(dst);  // a receiver from any source may be waiting for it
   return work;
 }
 
@@ -291,16 +292,32 @@ c10::intrusive_ptr<c10d::Work> AcclBackend::recv(std::vector<at::Tensor>& tensor
   checkSingle(tensors, "recv");
   checkRoot(src, "recv");
   auto work = newWork(c10d::OpType::RECV, "recv", c10d::kUnsetTimeout, tensors);
+  work->source_ = src;
   at::Tensor out = asNccl(stageOut(tensors[0], *work));
   launchP2P(work, [this, out, src](const Target& tg) {
     check(api().ncclRecv(out.data_ptr(), out.numel(), toNccl(out.scalar_type()), src, tg.comm, tg.stream), "recv");
   });
+  if (out.device().is_cpu()) ledger_->noteRecv(src);  // src's next message is this one's
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> AcclBackend::recvAnysource(std::vector<at::Tensor>&, int) {
-  TORCH_CHECK(false, "accl: recv from any source is not supported (NCCL point-to-point needs the "
-              "source rank); pass src= to dist.recv");
+// The peer is found when the receive is started (flushPendingLocked, SendLedger): the first
+// peer with a message to this rank that no receive here has claimed.
+c10::intrusive_ptr<c10d::Work> AcclBackend::recvAnysource(std::vector<at::Tensor>& tensors, int /*tag*/) {
+  checkSingle(tensors, "recv from any source");
+  TORCH_CHECK(tensors[0].device().is_cpu(), "accl: recv from any source serves CPU tensors only (got ",
+              tensors[0].device(), "); pass src= to dist.recv");
+  auto work = newWork(c10d::OpType::RECVANYSOURCE, "recv from any source", c10d::kUnsetTimeout, tensors);
+  at::Tensor out = asNccl(stageOut(tensors[0], *work));
+  AcclWork* w = work.get();  // the Work outlives the body (the pending op holds both)
+  launchP2P(
+      work,
+      [this, out, w](const Target& tg) {
+        check(api().ncclRecv(out.data_ptr(), out.numel(), toNccl(out.scalar_type()), w->source_, tg.comm, tg.stream),
+              "recv from any source");
+      },
+      /*anySource=*/true);
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> AcclBackend::barrier(const c10d::BarrierOptions& opts) {

@@ -16,6 +16,12 @@ bool AcclWork::isCompleted() {
   return done_;
 }
 
+int AcclWork::sourceRank() const {
+  ensureLaunched();
+  int s = source_.load();
+  return s >= 0 ? s : c10d::Work::sourceRank();  // not a receive: torch's own error
+}
+
 bool AcclWork::isSuccess() const {
   ensureLaunched();
   if (device_) return done_ev_->query();

@@ -53,6 +53,8 @@ class AcclWork : public c10d::Work {
   bool isSuccess() const override;
   std::exception_ptr exception() const override;
   std::vector<at::Tensor> result() override { return outputs_; }
+  // The peer of a receive (dist.recv's return value; for any source, known once started).
+  int sourceRank() const override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
     ensureLaunched();
     return future_;
@@ -79,6 +81,7 @@ class AcclWork : public c10d::Work {
   std::function<void()> post_;         // copy-back of staged outputs, after the op
   ncclHostEvent_t event_ = nullptr;    // host path
   uint64_t collSeq_ = 0;               // collective number in this group (0: point-to-point)
+  std::atomic<int> source_{-1};        // receives: the peer
   // The ops of a batch (launched as one NCCL group): they complete with this Work.
   std::vector<c10::intrusive_ptr<AcclWork>> members_;
   std::atomic<bool> launched_{false};  // false while held back by launchP2P
