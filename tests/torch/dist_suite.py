@@ -17,7 +17,9 @@ each mode, and fails when a test that passes on gloo does not pass on accl-as-gl
 is listed in KNOWN_DIFFERENCES (each with its reason; docs/pytorch.md lists them too).
 
   python dist_suite.py --world-sizes 2 --groups default       # what ctest torch.DistSuite runs
-  python dist_suite.py --world-sizes 2,3,4 --groups all        # torch_long: everything
+  python dist_suite.py --world-sizes 3,4 --modes gloo,accl-as-gloo,accl   # ctest torch.DistSuiteLong
+  python dist_suite.py --world-sizes 8 --groups all --tests small-worldsize  # torch.DistSuiteWs8
+  python dist_suite.py --world-sizes 2 --groups ddp                         # torch.DistSuiteDDP
   python dist_suite.py --mode accl --world-size 2 --tests 'all_gather_coalesced'   # one mode
 """
 import argparse
@@ -48,6 +50,9 @@ GROUPS = [
     ("ddp", r"."),
 ]
 DEFAULT_GROUPS = [g for g, _ in GROUPS if g != "ddp"]
+# --tests small-worldsize: the tests the suite skips below world size 8 (skip_if_small_worldsize).
+SMALL_WORLDSIZE = (r"^test_(reduce|all_reduce_coalesced)_group_|^test_(scatter|gather)_group$|^test_all_to_all\w*_group"
+                   r"|^test_monitored_barrier_wait_all_ranks$")
 
 # Tests that pass on gloo but cannot pass on accl-as-gloo, for reasons outside accl's control.
 # {test name: reason}; docs/pytorch.md carries the same list.
@@ -277,6 +282,8 @@ def main():
     p.add_argument("--allow-accl-failures", action="store_true")
     p.add_argument("--skip-as", help="results file (JSON lines) whose skipped tests are not run again")
     args = p.parse_args()
+    if args.tests == "small-worldsize":
+        args.tests = SMALL_WORLDSIZE
     if args.groups == "default":
         args.groups = ",".join(DEFAULT_GROUPS)
     elif args.groups == "all":
