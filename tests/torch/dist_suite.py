@@ -19,7 +19,7 @@ is listed in KNOWN_DIFFERENCES (each with its reason; docs/pytorch.md lists them
   python dist_suite.py --world-sizes 2 --groups default       # what ctest torch.DistSuite runs
   python dist_suite.py --world-sizes 3,4 --modes gloo,accl-as-gloo,accl   # ctest torch.DistSuiteLong
   python dist_suite.py --world-sizes 8 --groups all --tests small-worldsize  # torch.DistSuiteWs8
-  python dist_suite.py --world-sizes 2 --groups ddp                         # torch.DistSuiteDDP
+  python dist_suite.py --world-sizes 2,3,4 --groups ddp --modes gloo,accl-as-gloo,accl  # torch.DistSuiteDDP
   python dist_suite.py --mode accl --world-size 2 --tests 'all_gather_coalesced'   # one mode
 """
 import argparse
@@ -59,6 +59,9 @@ SMALL_WORLDSIZE = (r"^test_(reduce|all_reduce_coalesced)_group_|^test_(scatter|g
 KNOWN_DIFFERENCES = {
     "test_get_backend": "asserts dist.get_backend() == BACKEND ('gloo'); in accl-as-gloo the group's "
                         "backend is 'accl' (passes in mode accl)",
+    "test_ddp_logging_data_cpu": "asserts DDP's logged backend_name == dist.get_backend() ('accl'); DDP logs "
+                                 "c10d::ProcessGroup::getBackendName(), which torch derives from the group's "
+                                 "BackendType, and every third-party backend's is CUSTOM: 'custom'",
 }
 
 

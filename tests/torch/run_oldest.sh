@@ -3,7 +3,7 @@
 # Builds torch_accl against the OLDEST supported torch (scripts/install-deps.sh TORCH_OLDEST, in
 # its shared base environment; ACCL_TORCH_OLDEST_PY overrides the interpreter) into <build dir>
 # - never into the source tree, which holds the build for the newest torch - and runs the part
-# of the suite that exercises every op and DDP. Fails (never skips) when that torch is missing.
+# of the suite that exercises every op (receive from any source too) and DDP. Fails (never skips) when that torch is missing.
 set -eu
 ROOT=$1
 LIB=$2
@@ -19,5 +19,5 @@ echo "building torch_accl against torch $("$PY" -c 'import torch; print(torch.__
   tail -n 40 "$OUT.log" >&2; echo "FAIL: could not build torch_accl against $PY" >&2; exit 1; }
 export ACCL_LIBNCCL="$LIB" OMP_NUM_THREADS=1 PYTHONPATH="$OUT/lib"
 cd "$ROOT"
-exec "$PY" -m pytest -q -p no:cacheprovider tests/torch/test_library.py tests/torch/test_ops.py \
+exec "$PY" -m pytest -q -p no:cacheprovider tests/torch/test_library.py tests/torch/test_ops.py tests/torch/test_any_source.py \
   "tests/torch/test_training.py::test_ddp_accl_matches_gloo" tests/torch/test_cuda.py
