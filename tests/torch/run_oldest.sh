@@ -1,5 +1,6 @@
 #!/bin/sh
-# ctest torch.OldestTorch: tests/torch/run_oldest.sh <repo root> <path of libnccl.so.2> <build dir>
+# ctest torch.OldestTorch: tests/torch/run_oldest.sh <repo root> <path of libnccl.so.2> <build dir> [script args]
+# (with [script args]: `python <script args>` instead of the pytest part, e.g. dist_suite.py)
 # Builds torch_accl against the OLDEST supported torch (scripts/install-deps.sh TORCH_OLDEST, in
 # its shared base environment; ACCL_TORCH_OLDEST_PY overrides the interpreter) into <build dir>
 # - never into the source tree, which holds the build for the newest torch - and runs the part
@@ -19,5 +20,6 @@ echo "building torch_accl against torch $("$PY" -c 'import torch; print(torch.__
   tail -n 40 "$OUT.log" >&2; echo "FAIL: could not build torch_accl against $PY" >&2; exit 1; }
 export ACCL_LIBNCCL="$LIB" OMP_NUM_THREADS=1 PYTHONPATH="$OUT/lib"
 cd "$ROOT"
+[ $# -gt 3 ] && { shift 3; exec "$PY" "$@"; }  # e.g. tests/torch/dist_suite.py ... (torch.DistSuiteOldest)
 exec "$PY" -m pytest -q -p no:cacheprovider tests/torch/test_library.py tests/torch/test_ops.py tests/torch/test_any_source.py \
   "tests/torch/test_training.py::test_ddp_accl_matches_gloo" tests/torch/test_cuda.py
