@@ -101,12 +101,20 @@ def run_all(rank, ws, gloo):
         elif rank in (1, 2):
             dist.send(payload(rank, 0, 3), 0)
 
-    # 4. nobody sends: the receive fails after the group's timeout with "Timed out", not a hang.
-    short = dist.new_group(backend="accl", timeout=datetime.timedelta(seconds=2))
+    # 4. nobody sends: the receive fails after the group's timeout with "Timed out", not a hang,
+    # and fails alone: rank 0's isend held back with it (one batch) still reaches rank 1.
+    short = dist.new_group(backend="accl", timeout=datetime.timedelta(seconds=3))
     if rank == 0:
+        s = dist.isend(payload(0, 9, 2), 1, group=short)
+        w = dist.irecv(torch.empty(2), group=short)
         try:
-            dist.recv(torch.empty(2), group=short)
+            w.wait()
             raise AssertionError("recv from any source with no sender should time out")
         except RuntimeError as e:
             assert "Timed out" in str(e) and "any source" in str(e), str(e)
+        s.wait()
+    elif rank == 1:
+        x = torch.full((2,), -1.0)
+        dist.recv(x, src=0, group=short)
+        assert torch.equal(x, payload(0, 9, 2)), f"send batched with a failed any-source recv: {x.tolist()}"
     dist.barrier()

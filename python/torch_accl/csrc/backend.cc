@@ -270,6 +270,29 @@ c10::intrusive_ptr<AcclWork> AcclBackend::flushPendingLocked(bool raise) {
   std::vector<PendingOp> ops;
   ops.swap(pending_);
   pendingSince_.store(0);
+  // Receives from any source learn their peer now, in posting order, so each takes the next
+  // message nobody here has claimed (the receives naming a peer claimed theirs when posted).
+  // One that finds no sender in time fails alone; the others still start.
+  std::exception_ptr claimErr;
+  for (auto it = ops.begin(); it != ops.end();) {
+    if (!it->anySource) {
+      ++it;
+      continue;
+    }
+    try {
+      it->work->source_ = ledger_->claimAny(std::chrono::steady_clock::now() + it->work->timeout_, it->work->opName_);
+      ++it;
+    } catch (...) {
+      if (!claimErr) claimErr = std::current_exception();
+      it->work->hostEnqueued();
+      it->work->finish(std::current_exception());
+      it = ops.erase(it);
+    }
+  }
+  if (ops.empty()) {
+    if (raise && claimErr) std::rethrow_exception(claimErr);
+    return {};
+  }
   c10::intrusive_ptr<AcclWork> work = ops.front().work;
   std::function<void(const Target&)> body = ops.front().body;
   if (ops.size() > 1) {
@@ -293,11 +316,6 @@ c10::intrusive_ptr<AcclWork> AcclBackend::flushPendingLocked(bool raise) {
     };
   }
   try {
-    // Receives from any source learn their peer now, in posting order, so each takes the next
-    // message nobody here has claimed (the receives naming a peer claimed theirs when posted).
-    for (auto& op : ops)
-      if (op.anySource)
-        op.work->source_ = ledger_->claimAny(std::chrono::steady_clock::now() + op.work->timeout_, op.work->opName_);
     launchLocked(work, body);
   } catch (...) {
     // Whoever flushed (another op, a wait, the watchdog) is not the ops' caller: their Works
@@ -311,6 +329,7 @@ c10::intrusive_ptr<AcclWork> AcclBackend::flushPendingLocked(bool raise) {
     if (raise) std::rethrow_exception(err);
     return {};
   }
+  if (raise && claimErr) std::rethrow_exception(claimErr);
   return work;
 }
 
