@@ -74,6 +74,13 @@ std::map<std::pair<uint64_t, int>, std::weak_ptr<dev::Buffer>>& processMailboxes
   return *m;
 }
 
+// An empty holder for this rank's mailbox that keeps the rank's backend alive until the mailbox
+// is freed: the last holder may be another rank of this process (peerHolds_) whose communicator
+// outlives this one, and the buffer's deleter calls into the backend that allocated it.
+std::shared_ptr<dev::Buffer> ownMailbox(std::shared_ptr<dev::Backend> backend) {
+  return std::shared_ptr<dev::Buffer>(new dev::Buffer(), [backend](dev::Buffer* b) { delete b; });
+}
+
 }  // namespace
 
 KernelPath::~KernelPath() {
@@ -409,8 +416,7 @@ ncclResult_t setUpKernelPath(Comm* c) {
   void* abortDev = nullptr;
   if (!transports) {
     // no kernel path: the INFO above says why
-  } else if (c->backend->allocShared(bytes, (kp->own_ = std::make_shared<dev::Buffer>()).get(), &mine.handle) ==
-                 ncclSuccess &&
+  } else if (c->backend->allocShared(bytes, (kp->own_ = ownMailbox(c->backend)).get(), &mine.handle) == ncclSuccess &&
       c->backend->allocMapped((1 + kern::kReportWords) * sizeof(uint64_t), &kp->abortWord_, &abortDev) == ncclSuccess) {
     mine.ok = 1;
     mine.addr = reinterpret_cast<uint64_t>(kp->own_->get());
