@@ -105,3 +105,6 @@ ACCL_KERNEL_NAMED(accl_wait_flag, (const unsigned long long* flag, unsigned long
 
 // The collective kernel (the CUDA backend's execution model): one launch per collective.
 #include "collective_kernel.h"
+
+// The staged kernel (communicators the collective kernel cannot serve): one launch per call.
+#include "staged_kernel.h"

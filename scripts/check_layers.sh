@@ -41,7 +41,8 @@ awk -v layers="$layers" '
     slash = index(inc, "/"); first = slash ? substr(inc, 1, slash - 1) : ""
     if (first in rank) to = first
     else if (inc == "device.h" || inc == "portable.h" || inc == "device_kernels.h" || inc == "collective_args.h" ||
-             inc == "collective_kernel.h" || first == "host" || first == "emulated") to = "kernels"
+             inc == "collective_kernel.h" || inc == "staged_args.h" || inc == "staged_kernel.h" ||
+             first == "host" || first == "emulated") to = "kernels"
     else {
       dir = file; sub(/\/[^\/]*$/, "", dir)
       if (system("test -f \"" dir "/" inc "\"") == 0) to = from

@@ -6,6 +6,7 @@
 #include "base/check.h"
 #include "base/trace.h"
 #include "comm/kernel_path.h"
+#include "comm/staged_path.h"
 #include "sched/call_stamp.h"
 
 using namespace accl;
@@ -35,6 +36,10 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   if (c->kernelPath) {
     c->kernelPath->checkKernels(*c, describeStampBytes);  // says so if a kernel gave up
     c->kernelPath->finishSends(*c);   // what its network proxy still has to send, before depart()
+  }
+  if (c->stagedPath) {
+    c->stagedPath->checkKernels(*c);
+    c->stagedPath->finish(*c);  // its proxy serves the last launch's rounds meanwhile
   }
   c->backend->shutdown(false);
   c->depart();
@@ -85,6 +90,7 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asy
     *asyncError = ncclInProgress;
   } else {
     if (c->kernelPath) c->kernelPath->checkKernels(*c, describeStampBytes);  // a kernel that gave up (ACCL_TIMEOUT)
+    if (c->stagedPath) c->stagedPath->checkKernels(*c);
     *asyncError = static_cast<ncclResult_t>(c->asyncError.load());
   }
   return ncclSuccess;

@@ -5,6 +5,7 @@
 #include "base/check.h"
 #include "base/log.h"
 #include "comm/kernel_path.h"
+#include "comm/staged_path.h"
 #include "comm/status_server.h"
 
 namespace accl {
@@ -22,6 +23,7 @@ Comm::Comm() = default;
 
 Comm::~Comm() {
   kernelPath.reset();  // first: its peer watcher may call fail(), which walks what follows
+  stagedPath.reset();  // its proxy may call fail() too
   statusUnregister(this);
   conns.clear();  // before the transports whose memory and threads they use
   transports.clear();
@@ -71,6 +73,7 @@ void Comm::fail(ncclResult_t err, int culprit) {
     // The ring notice (naming the culprit) goes first, so a neighbour that sees our data
     // connections close can already read whom to blame.
     if (kernelPath) kernelPath->stopKernels();
+    if (stagedPath) stagedPath->stopKernels();
     if (bootstrap) bootstrap->closeRing(culprit);
     board.depart(rank, Board::kBoardFailed);  // board peers waiting for our post, connected or not
     std::lock_guard<std::mutex> lk(connMu);
@@ -100,6 +103,7 @@ TransportSetup Comm::transportSetup() {
 
 void Comm::closeTransports() {
   if (kernelPath) kernelPath->stopKernels();
+  if (stagedPath) stagedPath->stopKernels();
   std::unique_lock<std::mutex> lk(connMu);
   for (auto& c : conns)
     if (c) c->close(-1);

@@ -34,6 +34,7 @@ struct RedOpEntry {
 
 class ShmBoard;
 class KernelPath;
+class StagedPath;
 
 class Comm {
  public:
@@ -63,6 +64,8 @@ class Comm {
   Board board;  // ShmDirect's view of it (capacity 0: no board)
   // Collectives as kernels on the caller's stream (comm/kernel_path.h); null: not this comm.
   std::shared_ptr<KernelPath> kernelPath;
+  // Collectives as staged kernels (comm/staged_path.h): device communicators too large for it.
+  std::shared_ptr<StagedPath> stagedPath;
   size_t ringBytes = 1 << 20;  // capacity of each channel direction
   size_t pieceBytes = 128 << 10;  // pipelining piece of the ring algorithms (src/comm/init.cc)
   AlgoPolicy algoPolicy;

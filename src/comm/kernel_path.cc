@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "comm/comm.h"
+#include "comm/staged_path.h"
 #include "device/deferred_release.h"
 
 namespace accl {
@@ -48,6 +49,15 @@ std::string ineligible(const Comm& c) {
   return "";
 }
 
+// Communicators too large for the collective kernel whose ranks all drive a device: the staged
+// path (comm/staged_path.h) serves them.
+bool stagedEligible(const Comm& c) {
+  if (!c.backend->runsCollectiveKernels() || c.nranks <= kern::kMailboxRanks) return false;
+  for (int r = 0; r < c.nranks; r++)
+    if (c.peers[r].deviceId == 0) return false;
+  return true;
+}
+
 int maxConnections() {
   const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
   const int n = v ? std::atoi(v) : 0;
@@ -63,6 +73,19 @@ ncclResult_t refuseGateModelUnderOneQueue(const Comm* c, const std::string& why)
        "caller's stream wait for work on another stream of the device, which would hang there. Unset "
        "CUDA_DEVICE_MAX_CONNECTIONS or set it to 2 or more (docs/gpu.md, \"Who waits for whom\")",
        c->rank, c->cudaDev, why.c_str());
+  return ncclInvalidUsage;
+}
+
+// Ranks of this process that share the device wait for each other's kernels, so those must
+// run side by side: as many hardware queues as ranks.
+ncclResult_t refuseQueueSharing(const Comm* c, int inProcess) {
+  if (inProcess <= 1 || maxConnections() >= inProcess) return ncclSuccess;
+  WARN("rank %d: %d ranks of this communicator drive device %d from this process, and their kernels wait for each "
+       "other, so they must run side by side; CUDA_DEVICE_MAX_CONNECTIONS=%d gives the device's streams only %d "
+       "hardware queue(s), where one rank's kernel can sit behind another's and never start. Set "
+       "CUDA_DEVICE_MAX_CONNECTIONS to %d or more, or run one rank per process (docs/gpu.md, \"Several ranks on one "
+       "GPU\")",
+       c->rank, inProcess, c->cudaDev, maxConnections(), maxConnections(), inProcess);
   return ncclInvalidUsage;
 }
 
@@ -211,11 +234,7 @@ void KernelPath::finishSends(Comm& c) {
   const int64_t t = param::timeoutSec();
   const auto limit = std::chrono::seconds(t > 0 ? t : 30);
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  std::shared_ptr<void> last;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (marked_) last = marker_;
-  }
+  std::shared_ptr<void> last = order_.last();
   while (last && !backend_->markerReached(last)) {
     if (c.asyncError.load() != ncclSuccess || c.abortFlag.load()) return;
     if (std::chrono::steady_clock::now() >= deadline) {
@@ -283,33 +302,14 @@ ncclResult_t KernelPath::checkKernels(Comm& c, std::string (*describe)(const voi
 }
 
 void KernelPath::orderAfterPrevious(dev::Backend& backend, const dev::StreamRef& s) {
-  std::lock_guard<std::mutex> lk(mu_);
-  if (marked_) backend.waitMarker(s, marker_);
+  order_.orderAfterPrevious(backend, s);
 }
 
-bool KernelPath::lastLaunchDone(std::chrono::milliseconds limit) {
-  std::shared_ptr<void> last;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (marked_) last = marker_;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (last && !backend_->markerReached(last)) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  return true;
-}
+bool KernelPath::lastLaunchDone(std::chrono::milliseconds limit) { return order_.lastDone(*backend_, limit); }
 
 void KernelPath::markLaunched(dev::Backend& backend, const dev::StreamRef& s, bool capturing) {
-  std::lock_guard<std::mutex> lk(mu_);
-  // A captured launch runs when its graph is launched: ordering later work after it is the
-  // caller's (as with any captured work); the record stays the last uncaptured one.
-  if (capturing) return;
-  if (!marker_) marker_ = backend.newMarker();
-  backend.recordMarker(marker_, s);
-  marked_ = marker_ != nullptr;
-  if (proxy_) proxy_->wake();
+  order_.markLaunched(backend, s, capturing);
+  if (proxy_ && !capturing) proxy_->wake();
 }
 
 ncclResult_t KernelPath::staging(size_t bytes, bool capturing, char** out) {
@@ -333,24 +333,20 @@ ncclResult_t KernelPath::staging(size_t bytes, bool capturing, char** out) {
 
 ncclResult_t setUpKernelPath(Comm* c) {
   const std::string why = ineligible(*c);
+  const PeerInfo& me = c->peers[c->rank];
+  int inProcess = 0;  // ranks of this process on this device
+  for (const PeerInfo& p : c->peers) inProcess += p.pid == me.pid && p.pidNs == me.pidNs && p.deviceId == me.deviceId;
+  if (stagedEligible(*c)) {  // more ranks than the collective kernel serves (why says so)
+    NCCLCHECK(refuseQueueSharing(c, inProcess));
+    return StagedPath::setUp(c, &c->stagedPath);
+  }
+  if (why.empty()) NCCLCHECK(refuseQueueSharing(c, inProcess));
   if (!why.empty()) {
     NCCLCHECK(refuseGateModelUnderOneQueue(c, why));
     if (c->backend->runsCollectiveKernels() && c->rank == 0)
       INFO(kSubsysInit, "comm of %d ranks: collectives use the CUDA gate model, not kernels on the caller's stream: %s",
            c->nranks, why.c_str());
     return ncclSuccess;
-  }
-  const PeerInfo& me = c->peers[c->rank];
-  int inProcess = 0;  // ranks of this process on this device
-  for (const PeerInfo& p : c->peers) inProcess += p.pid == me.pid && p.pidNs == me.pidNs && p.deviceId == me.deviceId;
-  if (inProcess > 1 && maxConnections() < inProcess) {
-    WARN("rank %d: %d ranks of this communicator drive device %d from this process, and their kernels wait for each "
-         "other, so they must run side by side; CUDA_DEVICE_MAX_CONNECTIONS=%d gives the device's streams only %d "
-         "hardware queue(s), where one rank's kernel can sit behind another's and never start. Set "
-         "CUDA_DEVICE_MAX_CONNECTIONS to %d or more, or run one rank per process (docs/gpu.md, \"Several ranks on one "
-         "GPU\")",
-         c->rank, inProcess, c->cudaDev, maxConnections(), maxConnections(), inProcess);
-    return ncclInvalidUsage;
   }
   // Every launch of the ranks on this device (of every process) must be resident at once, as
   // their blocks wait for each other: a launch has at most kMaxTasks blocks.

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 #include "comm/close_board.h"
+#include "comm/launch_order.h"
 #include "comm/net_proxy.h"
 #include "device/backend.h"
 
@@ -92,8 +93,7 @@ class KernelPath {
   std::thread watcher_;
   std::atomic<bool> stopWatching_{false};
   std::mutex mu_;
-  std::shared_ptr<void> marker_;  // recorded after this rank's last launches (not captured ones)
-  bool marked_ = false;
+  LaunchOrder order_;
   std::vector<dev::Buffer> staging_;  // the last one is the current (largest)
   size_t stagingBytes_ = 0;
 };

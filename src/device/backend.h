@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 #include "collective_args.h"
+#include "staged_args.h"
 #include "device.h"
 #include "nccl.h"
 
@@ -152,6 +153,13 @@ class Backend {
   virtual ncclResult_t launchCollective(const StreamRef& s, ncclDataType_t type, RedKind op,
                                         const kern::CollKernelArgs& args) {
     (void)s, (void)type, (void)op, (void)args;
+    return ncclInvalidUsage;
+  }
+  // Queues one launch of the staged kernel (kernels/staged_kernel.h, one block) on s, from the
+  // calling thread, at call time: the collectives of communicators the collective kernel
+  // cannot serve.
+  virtual ncclResult_t launchStaged(const StreamRef& s, const kern::StagedArgs& args) {
+    (void)s, (void)args;
     return ncclInvalidUsage;
   }
   // Maps memory another process exported with allocShared; unmapped when *out goes away.

@@ -5,12 +5,37 @@
 #include <vector>
 #include "base/check.h"
 #include "sched/device_collective.h"
+#include "sched/staged_launch.h"
 #include "sched/planner.h"
 #include "sched/stream_claims.h"
 #include "sched/work.h"
 
 namespace accl {
 namespace {
+
+using OpBatches = std::vector<std::vector<std::unique_ptr<OpDesc>>>;
+
+// Takes out of `byComm` the ops of communicators that `uses` says launch kernels of their own
+// on Device streams, batched by (communicator, stream), in call order.
+template <class Uses>
+OpBatches takeDeviceBatches(OpBatches* byComm, Uses uses) {
+  OpBatches batches;
+  for (auto& commOps : *byComm) {
+    if (commOps.empty() || !uses(*commOps.front()->comm) || commOps.front()->stream.kind != dev::StreamKind::Device)
+      continue;
+    auto it = std::find_if(batches.begin(), batches.end(), [&](const auto& b) {
+      return b.front()->comm->nonce == commOps.front()->comm->nonce && b.front()->stream == commOps.front()->stream;
+    });
+    if (it == batches.end()) {
+      batches.emplace_back();
+      it = batches.end() - 1;
+    }
+    for (auto& op : commOps) it->push_back(std::move(op));
+    commOps.clear();
+  }
+  byComm->erase(std::remove_if(byComm->begin(), byComm->end(), [](const auto& v) { return v.empty(); }), byComm->end());
+  return batches;
+}
 
 struct GroupState {
   int depth = 0;
@@ -128,34 +153,22 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
   std::vector<std::unique_ptr<CommWork>> works;
   std::vector<std::vector<dev::StreamRef>> extraStreams;
   std::vector<std::vector<OpDesc>> opCopies;  // device works only: for replays
-  // NCCL's execution model (comm/kernel_path.h): kernel launches on the caller's stream, queued
-  // right here. Ranks of one communicator that this thread queued on one stream go into the same
-  // launches (one after the other, the first would wait for the second forever).
-  {
-    std::vector<std::vector<std::unique_ptr<OpDesc>>> kernelBatches;
-    for (auto& commOps : byComm) {
-      if (commOps.empty() || !commOps.front()->comm->kernelPath ||
-          commOps.front()->stream.kind != dev::StreamKind::Device)
-        continue;
-      auto it = std::find_if(kernelBatches.begin(), kernelBatches.end(), [&](const auto& b) {
-        return b.front()->comm->nonce == commOps.front()->comm->nonce && b.front()->stream == commOps.front()->stream;
-      });
-      if (it == kernelBatches.end()) {
-        kernelBatches.emplace_back();
-        it = kernelBatches.end() - 1;
-      }
-      for (auto& op : commOps) it->push_back(std::move(op));
-      commOps.clear();
-    }
-    for (auto& b : kernelBatches) {
+  // NCCL's execution model: launches on the caller's stream, queued right here, of the collective
+  // kernel (comm/kernel_path.h) or, for communicators too large for it, of the staged kernel
+  // (comm/staged_path.h). Ranks of one communicator that this thread queued on one stream go into
+  // the same batch: the collective kernel carries them in the same launches (one after the
+  // other, the first would wait for the second forever); the staged one refuses them.
+  for (const bool staged : {false, true}) {
+    OpBatches batches = takeDeviceBatches(
+        &byComm, [staged](const Comm& c) { return staged ? c.stagedPath != nullptr : c.kernelPath != nullptr; });
+    for (auto& b : batches) {
       const dev::StreamRef stream = b.front()->stream;
       dev::Backend& backend = *b.front()->comm->backend;
-      NCCLCHECK(launchKernelOps(std::move(b)));
+      NCCLCHECK(staged ? launchStagedOps(std::move(b)) : launchKernelOps(std::move(b)));
       // The stream stays claimed for these ranks until the device has run the launches.
       if (std::shared_ptr<StreamClaim> claim = findClaim(claims, backend.streamDomain(), stream.handle))
         holdClaimUntil(std::move(claim), backend.completionProbe(stream));
     }
-    byComm.erase(std::remove_if(byComm.begin(), byComm.end(), [](const auto& v) { return v.empty(); }), byComm.end());
   }
   for (auto& commOps : byComm) {
     std::vector<OpDesc> copies;

@@ -94,6 +94,15 @@ class InputModel {
       else if (op == RefOp::Prod) kind = c.inputs == Inputs::Approx ? PoolKind::PositiveFactors : PoolKind::ProductFactors;
       else if (c.inputs == Inputs::Approx) kind = PoolKind::Fractions;
       pool_ = &valuePool(c.type, kind);
+      // The exact pools keep every partial result exact for up to kPoolRanks terms; in 16-bit
+      // and 8-bit floats one more would leave that range (18 ranks' sums and products do), so
+      // the ranks past it contribute the operation's identity there. Integers and float32/64
+      // check every rank's contribution whatever the count.
+      if (nranks > kPoolRanks && ti_.size <= 2 && (kind == PoolKind::SmallIntegers || kind == PoolKind::ProductFactors)) {
+        identityValue_ = op == RefOp::Prod ? 1.0 : 0.0;
+        identityBits_ = encodeFloat(c.type, identityValue_);
+        identityPastPool_ = true;
+      }
     }
     affineConstant_ = 0;
     for (int r = 0; r < n_; r++) affineConstant_ += r % 3 - 1;
@@ -105,10 +114,14 @@ class InputModel {
   uint64_t bits(int r, size_t j) const {
     if (c_.inputs == Inputs::Affine) return affineBits(r, j);
     uint64_t h = hash(r, j);
+    if (identityPastPool_ && r >= kPoolRanks) return identityBits_;
     if (pool_) return pool_->bits[h % pool_->bits.size()];
     return h & mask_;
   }
-  double value(int r, size_t j) const { return pool_->values[hash(r, j) % pool_->values.size()]; }
+  double value(int r, size_t j) const {
+    if (identityPastPool_ && r >= kPoolRanks) return identityValue_;
+    return pool_->values[hash(r, j) % pool_->values.size()];
+  }
   bool pooled() const { return pool_ != nullptr; }
 
   // Affine inputs (sum only): x_r(j) = a(j) + step(r), so the sum has a closed form.
@@ -141,6 +154,10 @@ class InputModel {
   uint64_t mask_;
   bool isFloat_ = false;
   const ValuePool* pool_ = nullptr;
+  static constexpr int kPoolRanks = 8;  // the ranks the value pools are sized for
+  bool identityPastPool_ = false;
+  double identityValue_ = 0;
+  uint64_t identityBits_ = 0;
   int affineConstant_ = 0;
 };
 
@@ -616,7 +633,9 @@ std::vector<MatrixCase> buildMatrix(int nranks, const MatrixScope& scope) {
             if (!hasRoot(coll)) {
               add(coll, t, op, ip, count, 0, Inputs::Exact);
             } else if (count == 7 || scope.fullOps) {
-              for (int root = 0; root < nranks; root++) add(coll, t, op, ip, count, root, Inputs::Exact);
+              for (int root = 0; root < nranks; root++)
+                if (!scope.fewRoots || root <= 1 || root == nranks / 2 || root == nranks - 1)
+                  add(coll, t, op, ip, count, root, Inputs::Exact);
             } else {
               add(coll, t, op, ip, count, rotate++ % nranks, Inputs::Exact);
             }

@@ -52,6 +52,7 @@ struct MatrixScope {
   bool onlyAllGather = false;                 // variants that change only the all-gather
   bool fullOps = false;                       // every op at the prime count, all roots everywhere
   bool big = false;                           // include the 16 MiB tier
+  bool fewRoots = false;  // count 7: roots 0, 1, n/2 and n-1 instead of every root (many ranks)
   // Self-check of the checker: flip a high bit of one output element per case after the call;
   // messages then name the cases whose corruption went unnoticed (expected: none).
   bool corruptOutputs = false;

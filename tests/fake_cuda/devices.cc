@@ -12,7 +12,7 @@
 namespace fakecuda {
 namespace {
 
-constexpr int kMaxDevices = 16;
+constexpr int kMaxDevices = 32;  // more than a host has, so that tests can give each of 17+ ranks its own
 std::atomic<bool> gInitialized{false};
 // A child forked after cuInit cannot use the driver (the real one answers
 // CUDA_ERROR_NOT_INITIALIZED there); without this the child would wait forever on stream

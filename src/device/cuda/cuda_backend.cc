@@ -343,6 +343,21 @@ class CudaBackend final : public Backend {
     return ncclSuccess;
   }
 
+  ncclResult_t launchStaged(const StreamRef& s, const kern::StagedArgs& args) override {
+    ContextScope scope(api_, dev_.context());
+    CUfunction fn = dev_.kernel("accl_staged");
+    if (fn == nullptr) return ncclInternalError;  // WARNed by kernel()
+    kern::StagedArgs a = args;
+    void* params[] = {&a};
+    CUresult r = api_.launchKernel(fn, 1, 1, 1, kern::kStagedThreads, 1, 1, 0, s.handle, params, nullptr);
+    if (r != kSuccess) {
+      WARN("CUDA backend on device %d: launch of accl_staged on stream %p failed: %s", dev_.ordinal(),
+           static_cast<void*>(s.handle), errorText(api_, r).c_str());
+      return ncclUnhandledCudaError;
+    }
+    return ncclSuccess;
+  }
+
   ncclResult_t openShared(const SharedHandle& handle, Buffer* out) override {
     ContextScope scope(api_, dev_.context());
     RelaxedCapture relaxed(api_);

@@ -1,0 +1,34 @@
+#include "comm/launch_order.h"
+#include <thread>
+
+namespace accl {
+
+void LaunchOrder::orderAfterPrevious(dev::Backend& backend, const dev::StreamRef& s) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (marked_) backend.waitMarker(s, marker_);
+}
+
+void LaunchOrder::markLaunched(dev::Backend& backend, const dev::StreamRef& s, bool capturing) {
+  if (capturing) return;
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!marker_) marker_ = backend.newMarker();
+  backend.recordMarker(marker_, s);
+  marked_ = marker_ != nullptr;
+}
+
+std::shared_ptr<void> LaunchOrder::last() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return marked_ ? marker_ : nullptr;
+}
+
+bool LaunchOrder::lastDone(dev::Backend& backend, std::chrono::milliseconds limit) {
+  std::shared_ptr<void> m = last();
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (m && !backend.markerReached(m)) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
+
+}  // namespace accl
