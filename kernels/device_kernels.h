@@ -7,7 +7,8 @@
 //   accl_scale_<type>(dst, src, scalarPtr, count) scalar read from device or mapped memory
 //   accl_divide_<type>(dst, src, divisor, count)
 //   accl_copy(dst, src, bytes)                   16-byte vectors where both ends allow it
-//   accl_write_flag(flag, value) / accl_wait_flag(flag, value, equal)
+//   accl_write_flag(flag, value) / accl_wait_flag(flag, value, equal)   (tests only)
+//   accl_coll_<type>_<op>(args) / accl_staged(args)   the collective and staged kernels
 // <type> is dev::typeName's spelling (kernels/host/type_info.cc): the backend builds names from it.
 #pragma once
 #include <cstddef>
@@ -87,9 +88,9 @@ ACCL_TYPE_KERNELS(float8e5m2, ncclFloat8e5m2)
 
 ACCL_KERNEL_NAMED(accl_copy, (void* dst, const void* src, size_t bytes)) { accl::kern::body::copy(dst, src, bytes); }
 
-// Stream gates (ACCL_CUDA_STREAM_SYNC=kernel; the default uses stream memory operations): one
-// thread writes or waits on a 64-bit flag in mapped host memory that the backend's worker
-// thread reads and writes.
+// One thread writes or waits on a 64-bit flag in mapped host memory. The library launches
+// neither (they served the gate model, removed); the fake driver's rule tests use them as the
+// kernel that blocks a hardware queue (tests/fake_cuda/driver_rules_test.cc).
 ACCL_KERNEL_NAMED(accl_write_flag, (unsigned long long* flag, unsigned long long value)) {
   accl::kern::storeRelease(reinterpret_cast<uint64_t*>(flag), value);  // the stream's earlier writes first
 }

@@ -25,13 +25,9 @@ struct PeerInfo {
   // /proc/<pid>/fd/<shmFd>; -1 if none. pidNs tells whether that path names this process.
   int32_t shmFd;
   uint64_t pidNs;
-  // Room for device transports (CUDA IPC and the like): which device this rank drives, by a
-  // stable id (e.g. PCI bus id hash; 0 = host only), and an opaque handle they exchange.
+  // Which device this rank drives, by a stable id (its backend's: a hash of the PCI bus id;
+  // 0 = host memory only): ranks of one device share it, whatever process they are in.
   uint64_t deviceId;
-  unsigned char deviceHandle[64];
-  // The same memory's address in the publishing process (0: none): a peer in that very
-  // process uses it directly (a process cannot open its own IPC handle).
-  uint64_t deviceRingAddr;
   // Socket rails (topo::railsOf: hpn0, hpn1, ...): a data listener on each, in name order;
   // rail r of one rank connects to rail r of another. dataAddr is one of them.
   int32_t nrails;

@@ -13,7 +13,6 @@
 #include "topo/hw_topology.h"
 #include "topo/ifaces.h"
 #include "topo/thread_placement.h"
-#include "transports/cuda_ipc/cuda_ipc_transport.h"
 #include "transports/net/net_transport.h"
 #include "transports/shm/shm_transport.h"
 
@@ -105,11 +104,9 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   c->ringBytes = channelBytes(param::buffSize());
 
   // The transport list, in order of preference: the first one that can connect a pair of
-  // ranks carries it. CUDA IPC (device rings, same device) first; its rings' control lives in
-  // the shm transport's segment.
-  auto shm = std::make_unique<ShmTransport>();
-  c->transports.push_back(std::make_unique<CudaIpcTransport>(*shm, c->backend));
-  c->transports.push_back(std::move(shm));
+  // ranks carries it. Device communicators move their data with kernels (mailboxes, or these
+  // transports through a proxy: comm/kernel_path.h, comm/staged_path.h).
+  c->transports.push_back(std::make_unique<ShmTransport>());
   c->transports.push_back(std::make_unique<NetTransport>());
   const Transport* netTransport = c->transports.back().get();
 
@@ -118,7 +115,7 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   me.rank = rank;
   me.pid = getpid();
   me.cudaDev = c->cudaDev;
-  me.deviceId = 0;  // host memory only
+  me.deviceId = c->backend->deviceId();  // 0: host memory only
   me.hostHash = topo::hostHash();
   me.commNonce = randomU64();
   NCCLCHECK(statusServerAddress(c->helperCpus, &me.statusAddr));

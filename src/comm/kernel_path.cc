@@ -37,43 +37,18 @@ bool hostTransportOnly(const Comm& c, int a, int b) {
   return param::p2pDisable() != 0 || c.peers[a].hostHash != c.peers[b].hostHash;
 }
 
-// Why this communicator cannot use the kernel path ("" when it can), from what every rank
-// published: the same decision on every rank.
-std::string ineligible(const Comm& c) {
-  if (!c.backend->runsCollectiveKernels()) return "its backend runs no collective kernels";
-  if (c.nranks > kern::kMailboxRanks)
-    return std::to_string(c.nranks) + " ranks (at most " + std::to_string(kern::kMailboxRanks) + ")";
-  for (int r = 0; r < c.nranks; r++) {
-    if (c.peers[r].deviceId == 0) return "ranks on host memory";
-  }
-  return "";
-}
-
-// Communicators too large for the collective kernel whose ranks all drive a device: the staged
-// path (comm/staged_path.h) serves them.
-bool stagedEligible(const Comm& c) {
-  if (!c.backend->runsCollectiveKernels() || c.nranks <= kern::kMailboxRanks) return false;
+// A device communicator whose ranks do not all drive a device (a process on the host backend,
+// ACCL_BACKEND=host, among CUDA ones): the first such rank, or -1.
+int rankWithoutDevice(const Comm& c) {
   for (int r = 0; r < c.nranks; r++)
-    if (c.peers[r].deviceId == 0) return false;
-  return true;
+    if (c.peers[r].deviceId == 0) return r;
+  return -1;
 }
 
 int maxConnections() {
   const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
   const int n = v ? std::atoi(v) : 0;
   return n > 0 ? n : 8;  // the driver's default
-}
-
-// The gate model makes the caller's stream wait for work on another stream of the device:
-// with one hardware queue for all streams that wait blocks the very work that would end it.
-ncclResult_t refuseGateModelUnderOneQueue(const Comm* c, const std::string& why) {
-  if (!c->backend->runsCollectiveKernels() || c->nranks < 2 || maxConnections() != 1) return ncclSuccess;
-  WARN("rank %d: CUDA_DEVICE_MAX_CONNECTIONS=1 gives all streams of device %d one hardware queue, and this "
-       "communicator cannot run its collectives as kernels on the caller's stream (%s): its gate model makes the "
-       "caller's stream wait for work on another stream of the device, which would hang there. Unset "
-       "CUDA_DEVICE_MAX_CONNECTIONS or set it to 2 or more (docs/gpu.md, \"Who waits for whom\")",
-       c->rank, c->cudaDev, why.c_str());
-  return ncclInvalidUsage;
 }
 
 // Ranks of this process that share the device wait for each other's kernels, so those must
@@ -332,22 +307,19 @@ ncclResult_t KernelPath::staging(size_t bytes, bool capturing, char** out) {
 }
 
 ncclResult_t setUpKernelPath(Comm* c) {
-  const std::string why = ineligible(*c);
+  if (!c->backend->runsCollectiveKernels()) return ncclSuccess;  // host communicators
+  if (const int r = rankWithoutDevice(*c); r >= 0) {
+    WARN("rank %d: %s runs on host memory (the host backend) while this rank drives CUDA device %d: the ranks of a "
+         "communicator must all use devices or all use host memory (ACCL_BACKEND, docs/backends.md)",
+         c->rank, c->describePeer(r).c_str(), c->cudaDev);
+    return ncclInvalidUsage;
+  }
   const PeerInfo& me = c->peers[c->rank];
   int inProcess = 0;  // ranks of this process on this device
   for (const PeerInfo& p : c->peers) inProcess += p.pid == me.pid && p.pidNs == me.pidNs && p.deviceId == me.deviceId;
-  if (stagedEligible(*c)) {  // more ranks than the collective kernel serves (why says so)
-    NCCLCHECK(refuseQueueSharing(c, inProcess));
-    return StagedPath::setUp(c, &c->stagedPath);
-  }
-  if (why.empty()) NCCLCHECK(refuseQueueSharing(c, inProcess));
-  if (!why.empty()) {
-    NCCLCHECK(refuseGateModelUnderOneQueue(c, why));
-    if (c->backend->runsCollectiveKernels() && c->rank == 0)
-      INFO(kSubsysInit, "comm of %d ranks: collectives use the CUDA gate model, not kernels on the caller's stream: %s",
-           c->nranks, why.c_str());
-    return ncclSuccess;
-  }
+  NCCLCHECK(refuseQueueSharing(c, inProcess));
+  // More ranks than the collective kernel's arguments and mailboxes hold: staged kernels.
+  if (c->nranks > kern::kMailboxRanks) return StagedPath::setUp(c, &c->stagedPath);
   // Every launch of the ranks on this device (of every process) must be resident at once, as
   // their blocks wait for each other: a launch has at most kMaxTasks blocks.
   int onDevice = 0;
@@ -411,7 +383,7 @@ ncclResult_t setUpKernelPath(Comm* c) {
   const size_t bytes = kern::mailboxBytes(c->nranks);
   void* abortDev = nullptr;
   if (!transports) {
-    // no kernel path: the INFO above says why
+    // mine.ok stays 0: every rank fails the set-up below (the INFO above says why)
   } else if (c->backend->allocShared(bytes, (kp->own_ = ownMailbox(c->backend)).get(), &mine.handle) == ncclSuccess &&
       c->backend->allocMapped((1 + kern::kReportWords) * sizeof(uint64_t), &kp->abortWord_, &abortDev) == ncclSuccess) {
     mine.ok = 1;
@@ -431,13 +403,13 @@ ncclResult_t setUpKernelPath(Comm* c) {
     }
   }
   NCCLCHECK(c->bootstrap->allGather(recs.data(), sizeof(MailboxRecord)));
-  for (const MailboxRecord& r : recs)
-    if (!r.ok) {
-      INFO(kSubsysInit, "rank %d: a rank has no transport to a peer it reaches through the network proxy, or could "
-           "not set up its collective mailbox; collectives use the gate model",
-           c->rank);
+  for (int r = 0; r < c->nranks; r++)
+    if (!recs[r].ok) {
+      WARN("rank %d: %s could not set up its collective mailbox, or has no transport to a peer it reaches through "
+           "the network proxy (its log says which): this communicator cannot run its collectives",
+           c->rank, c->describePeer(r).c_str());
       kp.reset();  // before the other ranks may free theirs: nothing of it was used
-      return refuseGateModelUnderOneQueue(c, "a rank could not set up the kernel path");
+      return ncclSystemError;
     }
   for (int r = 0; r < c->nranks; r++) {
     if (kp->viaNet_[c->rank][r]) continue;  // no mailbox of its is used by this rank

@@ -4,12 +4,12 @@
 // opened, the same process's used as they are) and a word of mapped host memory that makes
 // waiting kernels give up when the communicator is aborted or fails.
 //
-// Used when every rank of the communicator drives a device and there are at most
-// kern::kMailboxRanks of them. Ranks whose devices reach each other (the same device, or peer
+// Used by every device communicator of at most kern::kMailboxRanks ranks (larger ones run the
+// staged path, comm/staged_path.h). Ranks whose devices reach each other (the same device, or peer
 // access both ways) use each other's mailboxes; peers on other hosts, every peer with
 // NCCL_P2P_DISABLE=1, and ranks of this host on a device this rank's cannot reach are reached
 // through the rank's network proxy (comm/net_proxy.h) over the transport init chose for them
-// (shared memory on one host). Other communicators use the gate model (docs/gpu.md).
+// (shared memory on one host).
 #pragma once
 #include <cstdint>
 #include <atomic>
@@ -99,9 +99,10 @@ class KernelPath {
 };
 
 // Collective over the communicator (every rank calls it after peer information is exchanged):
-// sets c->kernelPath when every rank can use the kernel path, leaves it null when any cannot
-// (with an INFO line saying why). An error (WARNed) for a set-up that would hang: ranks of
-// this communicator in one process that share the device need as many hardware queues
+// for a device communicator sets c->kernelPath, or c->stagedPath past kern::kMailboxRanks
+// ranks; nothing for a host one. An error (WARNed) where a rank cannot set its part up, where
+// ranks mix devices and host memory, and for a set-up that would hang: ranks of this
+// communicator in one process that share the device need as many hardware queues
 // (CUDA_DEVICE_MAX_CONNECTIONS) as there are of them, so that their kernels run side by side.
 ncclResult_t setUpKernelPath(Comm* c);
 

@@ -56,47 +56,6 @@ ncclResult_t runInits(std::vector<std::function<ncclResult_t()>> inits) {
   return ncclSuccess;
 }
 
-// A device stream runs its task when the stream reaches it, and again at each replay of a
-// CUDA graph that captured it: the first run uses the works planned at launch, later runs plan
-// afresh from copies of the ops (planning may rewrite an op, e.g. to stage overlapping sends).
-// Tickets are taken when the task runs: the backend's worker is then the only thread running
-// this communicator's works, in its own order.
-struct DeviceBatch {
-  std::vector<std::unique_ptr<CommWork>> planned;
-  std::vector<std::vector<OpDesc>> ops;  // per work
-  bool plannedUsed = false;
-};
-
-ncclResult_t runDeviceBatch(DeviceBatch& b) {
-  std::vector<std::unique_ptr<CommWork>> works;
-  if (!b.plannedUsed) {
-    b.plannedUsed = true;
-    works = std::move(b.planned);
-  } else {
-    for (const auto& ops : b.ops) {
-      std::vector<std::unique_ptr<OpDesc>> copies;
-      for (const OpDesc& op : ops) copies.push_back(std::make_unique<OpDesc>(op));
-      std::unique_ptr<CommWork> w;
-      NCCLCHECK(planWork(std::move(copies), &w));
-      works.push_back(std::move(w));
-    }
-  }
-  for (auto& w : works) w->ticket = w->comm->issueTicket.fetch_add(1);
-  return executeWorks(works);
-}
-
-// Works whose data calls need no peer and no scratch: single-rank communicators running
-// collectives other than PreMulSum (its pre-scaled copy is scratch) and no sends/receives
-// (overlapping ones are staged through scratch).
-bool peerless(const std::vector<std::unique_ptr<CommWork>>& works) {
-  for (const auto& w : works) {
-    if (w->comm->nranks != 1) return false;
-    for (const auto& op : w->ops)
-      if (op->preMul || op->isP2p()) return false;
-  }
-  return true;
-}
-
 // Queues works on a host or Caller-kind stream as one resumable task: it may start on this
 // thread when the stream is idle (Backend::enqueueResumable); its worker finishes the rest.
 ncclResult_t enqueueResumableWorks(dev::Backend& backend, const dev::StreamRef& stream,
@@ -152,7 +111,6 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
   }
   std::vector<std::unique_ptr<CommWork>> works;
   std::vector<std::vector<dev::StreamRef>> extraStreams;
-  std::vector<std::vector<OpDesc>> opCopies;  // device works only: for replays
   // NCCL's execution model: launches on the caller's stream, queued right here, of the collective
   // kernel (comm/kernel_path.h) or, for communicators too large for it, of the staged kernel
   // (comm/staged_path.h). Ranks of one communicator that this thread queued on one stream go into
@@ -170,11 +128,14 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
         holdClaimUntil(std::move(claim), backend.completionProbe(stream));
     }
   }
+  // What is left runs on the host path: host communicators (every device communicator has
+  // a kernel or staged path, set up at init).
   for (auto& commOps : byComm) {
-    std::vector<OpDesc> copies;
-    if (commOps.front()->stream.kind == dev::StreamKind::Device)
-      for (const auto& op : commOps) copies.push_back(*op);
-    opCopies.push_back(std::move(copies));
+    if (commOps.front()->stream.kind == dev::StreamKind::Device) {
+      WARN("rank %d: a collective on device stream %p has neither kernel nor staged path (internal error)",
+           commOps.front()->comm->rank, static_cast<void*>(commOps.front()->stream.handle));
+      return ncclInternalError;
+    }
     std::vector<dev::StreamRef> others;
     const dev::StreamRef first = commOps.front()->stream;
     for (auto& op : commOps)
@@ -185,10 +146,8 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
     works.push_back(std::move(w));
     extraStreams.push_back(std::move(others));
   }
-  // Tickets fix each communicator's execution order to the issue order (device works take
-  // theirs when they run, see DeviceBatch).
-  for (auto& w : works)
-    if (w->stream.kind != dev::StreamKind::Device) w->ticket = w->comm->issueTicket.fetch_add(1);
+  // Tickets fix each communicator's execution order to the issue order.
+  for (auto& w : works) w->ticket = w->comm->issueTicket.fetch_add(1);
 
   // Group by stream. What a stream means is the backend's: Caller works run here,
   // concurrently with the ones queued on streams.
@@ -196,7 +155,6 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
     dev::StreamRef stream;
     dev::Backend* backend;
     std::shared_ptr<std::vector<std::unique_ptr<CommWork>>> works;
-    std::vector<std::vector<OpDesc>> ops;  // device streams: per work, copies of its ops
   };
   std::vector<StreamBatch> byStream;
   std::vector<std::unique_ptr<CommWork>> inline_;
@@ -214,52 +172,20 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
       inline_.push_back(std::move(works[i]));
       continue;
     }
-    // One group's works on one device stream run together (one gate), whichever of the
-    // stream's communicators they belong to: a gate per communicator would make the stream
-    // wait for the first one's collective before the second one's could start (nccl-tests
-    // -g N queues every rank of a thread on one stream this way).
-    auto it = std::find_if(byStream.begin(), byStream.end(), [&](const StreamBatch& b) {
-      return b.stream == s && (b.backend == backend || (s.kind == dev::StreamKind::Device &&
-                                                        b.backend->streamDomain() == backend->streamDomain()));
-    });
+    // One group's works on one host stream run together, whichever of the stream's
+    // communicators they belong to (one after the other, the first would wait for the second).
+    auto it = std::find_if(byStream.begin(), byStream.end(),
+                           [&](const StreamBatch& b) { return b.stream == s && b.backend == backend; });
     if (it == byStream.end()) {
-      byStream.push_back({s, backend, std::make_shared<std::vector<std::unique_ptr<CommWork>>>(), {}});
+      byStream.push_back({s, backend, std::make_shared<std::vector<std::unique_ptr<CommWork>>>()});
       it = byStream.end() - 1;
     }
     it->works->push_back(std::move(works[i]));
-    it->ops.push_back(std::move(opCopies[i]));
   }
   // A lone stream batch may start on this thread (Backend::enqueueResumable) when nothing
   // else of this launch must run here or be ordered after it.
   const bool mayStartHere = byStream.size() == 1 && inline_.empty() && dependents.empty();
   for (auto& b : byStream) {
-    if (b.stream.kind == dev::StreamKind::Device && peerless(*b.works)) {
-      // No peers: the data calls are queued on the user's stream right here, like NCCL's
-      // single-rank kernels (no gate, no worker hand-off; a graph captures them directly).
-      for (auto& w : *b.works) {
-        w->stream.direct = true;
-        w->ticket = w->comm->issueTicket.fetch_add(1);
-      }
-      NCCLCHECK(executeWorks(*b.works));
-      continue;
-    }
-    if (b.stream.kind == dev::StreamKind::Device) {
-      auto batch = std::make_shared<DeviceBatch>();
-      batch->planned = std::move(*b.works);
-      batch->ops = std::move(b.ops);
-      // The backend's worker runs on the helper CPUs of the (first) communicator it works for.
-      topo::CpuMask cpus = batch->planned.front()->comm->helperCpus;
-      // The claim ends once the stream has reached the task and it ran (the first replay,
-      // for a captured one), or when the task is dropped.
-      std::shared_ptr<StreamClaim> claim = findClaim(claims, b.backend->streamDomain(), b.stream.handle);
-      NCCLCHECK(b.backend->enqueue(b.stream, [batch, cpus, claim]() {
-        placeStreamWorker(cpus);
-        ncclResult_t r = runDeviceBatch(*batch);
-        if (claim) claim->release();
-        return r;
-      }));
-      continue;
-    }
     auto streamWorks = b.works;
     if (mayStartHere) {
       NCCLCHECK(enqueueResumableWorks(*b.backend, b.stream, std::move(streamWorks)));

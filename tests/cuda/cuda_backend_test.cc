@@ -153,7 +153,7 @@ void groupAllReducesAreExact(const TestDriver& d, const ncclComm_t* comms, const
 // Device 3 has no peer access to the others (FAKE_CUDA_NO_P2P; on a real host: GPUs behind
 // different PCIe root complexes without P2P). Ranks 0-2 use each other's mailboxes, and every
 // rank reaches rank 3 (and rank 3 every rank) through its network proxy over shared memory,
-// still as kernels on the caller's stream, not through the gate model. The whole matrix.
+// still as kernels on the caller's stream. The whole matrix.
 TEST(CudaBackend, MatrixOnFourDevicesOneWithoutPeerAccessGoesThroughTheProxy) {
   setenv("FAKE_CUDA_NO_P2P", "3", 1);
   const std::string log = testing::TempDir() + "nop2p" + std::to_string(getpid()) + ".log";
@@ -252,7 +252,7 @@ TEST(CudaBackend, SixRanksOnFourDevicesUnevenlyAllReduceAsKernels) {
 // Sixteen ranks (two hosts of eight GPUs' worth), two per device on eight devices, device 7
 // without peer access (so ranks 14 and 15 are reached through the proxies): all-reduces small
 // (every rank folds everything) and large (46 blocks per rank), an all-gather and a broadcast
-// from rank 13, as kernels on the callers' streams (the gate model is not used), every element
+// from rank 13, as kernels on the callers' streams, every element
 // checked.
 TEST(CudaBackend, SixteenRanksOnEightDevicesRunCollectivesAsKernels) {
   setenv("FAKE_CUDA_DEVICES", "8", 0);
@@ -643,8 +643,8 @@ TEST(CudaBackend, KernelsAreResolvedAtSetUpNotDuringACollective) {
   for (int r = 0; r < n; r++) {
     EXPECT_EQ(0, wrong[r]) << "rank " << r;
     EXPECT_EQ(before[r], after[r]) << "rank " << r << " looked kernels up during its collectives";
-    // Reduce (4 ops), scale and divide per datatype, plus copy and the two flag kernels.
-    EXPECT_GE(before[r], static_cast<unsigned long long>(ncclNumTypes) * 10 + 3) << "not every kernel was resolved at set-up";
+    // Reduce and collective (4 ops each), scale and divide per datatype, plus copy and staged.
+    EXPECT_GE(before[r], static_cast<unsigned long long>(ncclNumTypes) * 10 + 2) << "not every kernel was resolved at set-up";
   }
 }
 
@@ -910,8 +910,8 @@ INSTANTIATE_TEST_SUITE_P(EveryMode, CapturedCollectives,
                                   (std::get<1>(p.param) ? "OverSockets" : "");
                          });
 
-// nccl-tests -g N: one thread drives every rank of a group on one stream. The ranks' works
-// must run behind one gate, not one after the other (which would wait forever).
+// nccl-tests -g N: one thread drives every rank of a group on one stream. The ranks' kernels
+// must go into the same launches, not one after the other (which would wait forever).
 TEST(CudaBackend, OneThreadDrivesTwoRanksOnTheNullStreamInOneGroup) {
   REQUIRE_DRIVER(d);
   ncclComm_t comms[2] = {nullptr, nullptr};
@@ -1672,7 +1672,7 @@ TEST(CudaBackend, AbortWithWorkQueuedOnAHeldStreamReturnsAndReleasesTheStream) {
     EXPECT_EQ(ncclSuccess, ncclCommAbort(comm));
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
     held.release();
-    EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(held.stream));  // no hang: the gate was opened
+    EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(held.stream));  // no hang: the aborted kernels gave up
     done++;
   });
   EXPECT_EQ(2, done.load());

@@ -7,6 +7,7 @@
 // and says so instead of hanging. Runs on the fake driver (label fakegpu).
 #include <gtest/gtest.h>
 #include <barrier>
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
@@ -43,13 +44,12 @@ std::string readAll(const std::string& path) {
 
 // The matrix (counts 0, 1, 7 and the prime count; every collective, type and op; send/recv
 // rings and all-pairs; roots 0, 1, n/2 and n-1) on n thread ranks, rank r on device r % devices.
-void matrixOnStagedRanks(int n, int devices) {
+void matrixOnStagedRanks(int n, int devices, accl_test::MatrixScope scope) {
   REQUIRE_DEVICES(d, devices);
   const std::string log = testing::TempDir() + "staged" + std::to_string(getpid()) + ".log";
   setenv("NCCL_DEBUG", "INFO", 1);
   setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
   setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
-  accl_test::MatrixScope scope;
   scope.fewRoots = true;  // every root of 18 ranks would take minutes on two CPUs
   const auto cases = accl_test::buildMatrix(n, scope);
   std::vector<std::vector<std::string>> perRank(n);
@@ -74,16 +74,19 @@ void matrixOnStagedRanks(int n, int devices) {
 
 TEST(StagedPath, MatrixOnEighteenThreadRanksOnSixDevices) {
   setenv("FAKE_CUDA_DEVICES", "6", 1);
-  matrixOnStagedRanks(18, 6);
+  matrixOnStagedRanks(18, 6, {});
 }
 
 // One rank per device and one hardware queue per device (CUDA_DEVICE_MAX_CONNECTIONS=1, as
 // Megatron-LM sets it): a staged kernel waits only for its host proxy, never for work of its
-// own device, so nothing hangs.
+// own device, so nothing hangs. The all-reduce, broadcast and reduce part of the matrix (the
+// whole matrix runs above; this is about the queue, and the suite's time).
 TEST(StagedPath, MatrixOnEighteenRanksOnTheirOwnDevicesWithOneHardwareQueue) {
   setenv("FAKE_CUDA_DEVICES", "18", 1);
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
-  matrixOnStagedRanks(18, 18);
+  accl_test::MatrixScope scope;
+  scope.onlyAllReduceBroadcastReduce = true;
+  matrixOnStagedRanks(18, 18, scope);
   unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
 }
 
@@ -127,6 +130,7 @@ TEST(StagedPath, CapturedCollectivesReplayWithNewInputsEveryTime) {
   constexpr int n = 18;
   const size_t count = 300001;  // several rounds of the all-gather's staging
   std::vector<std::string> problems(n);
+  std::barrier<> meet(n);
   std::string error;
   bool ok = runThreadRanks(
       n, [](int rank) { useDevice(rank % 6); },
@@ -137,6 +141,8 @@ TEST(StagedPath, CapturedCollectivesReplayWithNewInputsEveryTime) {
         ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&in, count * 4));
         ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&out, count * 4));
         ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&gathered, count * 4 * n));
+        // A global-mode capture forbids allocations on every thread: all ranks allocate first.
+        meet.arrive_and_wait();
         ASSERT_EQ(CUDA_SUCCESS, d->streamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
         auto st = reinterpret_cast<cudaStream_t>(s);
         ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(in), reinterpret_cast<void*>(out), count,
@@ -145,6 +151,7 @@ TEST(StagedPath, CapturedCollectivesReplayWithNewInputsEveryTime) {
                   ncclAllGather(reinterpret_cast<void*>(in), reinterpret_cast<void*>(gathered), count, ncclInt32, comm, st));
         CUgraph graph = nullptr;
         ASSERT_EQ(CUDA_SUCCESS, d->streamEndCapture(s, &graph));
+        meet.arrive_and_wait();  // and no rank copies synchronously while another still captures
         CUgraphExec exec = nullptr;
         ASSERT_EQ(CUDA_SUCCESS, d->graphInstantiate(&exec, graph, 0));
         auto value = [](int r, size_t i, int replay) { return static_cast<int32_t>(i % 1000 + r * 7 + replay * 100); };
@@ -183,6 +190,58 @@ TEST(StagedPath, CapturedCollectivesReplayWithNewInputsEveryTime) {
       &error);
   ASSERT_TRUE(ok) << error;
   for (int r = 0; r < n; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
+}
+
+// A rank that never makes its call: with ACCL_TIMEOUT=2 the others' staged kernels give up
+// (their streams move on), their communicators fail with a WARN that names the wait, and
+// ncclCommDestroy returns on every rank, the one that never called included.
+TEST(StagedPath, ARankThatNeverCallsMakesTheOthersGiveUpAfterTheTimeout) {
+  setenv("FAKE_CUDA_DEVICES", "6", 1);
+  REQUIRE_DEVICES(d, 6);
+  const std::string log = testing::TempDir() + "staged_timeout_" + std::to_string(getpid()) + ".log";
+  setenv("ACCL_TIMEOUT", "2", 1);
+  setenv("NCCL_DEBUG", "WARN", 1);
+  setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+  constexpr int n = 18;
+  constexpr int absent = 11;
+  std::vector<std::string> problems(n);
+  std::barrier<> meet(n);
+  std::string error;
+  bool ok = runThreadRanks(
+      n, [](int rank) { useDevice(rank % 6); },
+      [&](ncclComm_t comm, int rank) {
+        CUstream s = nullptr;
+        ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CUdeviceptr buf = 0;
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf, 4096 * 4));
+        if (rank != absent) {
+          const auto t0 = std::chrono::steady_clock::now();
+          EXPECT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), 4096,
+                                               ncclFloat32, ncclSum, comm, reinterpret_cast<cudaStream_t>(s)));
+          EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));  // returns: the kernel gave up
+          const auto waited = std::chrono::steady_clock::now() - t0;
+          if (waited > std::chrono::seconds(30))
+            problems[rank] = "the stream took " +
+                             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(waited).count()) + " s";
+          ncclResult_t async = ncclSuccess;
+          for (int i = 0; i < 100 && async == ncclSuccess; i++) {
+            ncclCommGetAsyncError(comm, &async);
+            if (async == ncclSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          }
+          if (async == ncclSuccess) problems[rank] += " the communicator did not fail";
+        }
+        meet.arrive_and_wait();  // the absent rank stays until the others have given up
+        d->memFree(buf);
+        d->streamDestroy(s);
+      },
+      &error);
+  unsetenv("ACCL_TIMEOUT");
+  unsetenv("NCCL_DEBUG");
+  unsetenv("NCCL_DEBUG_FILE");
+  ASSERT_TRUE(ok) << error;
+  for (int r = 0; r < n; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ":" << problems[r];
+  const std::string text = readAll(log);
+  EXPECT_NE(text.find("ACCL_TIMEOUT"), std::string::npos) << text;
 }
 
 }  // namespace

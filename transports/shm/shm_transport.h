@@ -25,8 +25,9 @@ class ShmTransport final : public Transport {
   bool canConnect(const PeerInfo& me, const PeerInfo& peer) const override;
   ncclResult_t setup(TransportSetup&, const std::vector<int>&) override { return ncclSuccess; }
   ncclResult_t connect(TransportSetup& ctx, int peer, std::unique_ptr<PeerConnection>* out) override;
-  // For device transports (transports/cuda_ipc): a connection whose rings keep their control
-  // here (counters, doorbells, departure notices) but whose data lies elsewhere: `sendData`
+  // A connection whose rings keep their control here (counters, doorbells, departure notices)
+  // and, for a transport that keeps its data elsewhere (none since the CUDA IPC rings went with
+  // the gate model; null: the segment's own rings), whose data lies there: `sendData`
   // is this rank's inbound ring at the peer, `recvData` the peer's inbound ring here, each of
   // ringBytes. `name` is what the connection reports (hang reports, INFO).
   ncclResult_t connectData(TransportSetup& ctx, int peer, char* sendData, char* recvData, const char* name,

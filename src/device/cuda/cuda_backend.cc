@@ -17,18 +17,14 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "device/cuda/cuda_device.h"
-#include "device/cuda/fence_queue.h"
 #include "device/cuda/kernel_names.h"
 #include "device/cuda/pointer_kind.h"
 #include "device/cuda/relaxed_capture.h"
-#include "device/cuda/stream_gate.h"
 #include "device/host_stream.h"
 
 namespace accl::dev::cuda {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 const char* redName(RedKind op) {
   switch (op) {
@@ -46,54 +42,33 @@ bool isSpecialStream(cudaStream_t s) {
   return v == 0 || v == 1 || v == 2;
 }
 
-GateSlab& deviceGates(CudaDevice& dev) {
-  static std::mutex mu;
-  static std::map<CudaDevice*, GateSlab*> slabs;  // never freed: see GateSlab
-  std::lock_guard<std::mutex> lk(mu);
-  GateSlab*& s = slabs[&dev];
-  if (s == nullptr) s = new GateSlab(dev);
-  return *s;
-}
-
-GateMode gateModeSetting(const CudaDevice& dev) {
-  const std::string s = param::cudaStreamSync();
-  if (s == "kernel") return GateMode::Kernels;
-  if (s == "memop" || dev.streamMemOps64()) return GateMode::MemOps;
-  return GateMode::Kernels;  // "auto" on a device without 64-bit memory operations
-}
-
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(CudaDevice& dev)
-      : dev_(dev), api_(dev.api()), gates_(deviceGates(dev)), mode_(gateModeSetting(dev)) {}
+  explicit CudaBackend(CudaDevice& dev) : dev_(dev), api_(dev.api()) {}
 
   ~CudaBackend() override {
-    shutdown(true);
     if (inner_) {
       ContextScope scope(api_, dev_.context());
       RelaxedCapture relaxed(api_);
-      for (auto& s : staging_)
-        if (s.ptr) api_.memFreeAsync(s.ptr, inner_);
       api_.streamSynchronize(inner_);
-      fences_.reset();
       api_.streamDestroy(inner_);
     }
   }
 
+  // The backend's own stream serves set-up and teardown only (zeroing and reading mailboxes):
+  // collectives are kernels on the caller's stream, queued by the calling thread.
   ncclResult_t start() {
     ContextScope scope(api_, dev_.context());
-    // Non-blocking: the legacy default stream, which a user's collective may be gated on,
-    // must not make the backend's own copies wait for it.
+    // Non-blocking: a legacy-stream memset would wait for other ranks' kernels on blocking
+    // streams of this device.
     CUresult r = api_.streamCreate(&inner_, kStreamNonBlocking);
     if (r != kSuccess) {
       WARN("CUDA backend: cannot create a stream on device %d: %s", dev_.ordinal(), errorText(api_, r).c_str());
       return ncclUnhandledCudaError;
     }
-    fences_ = std::make_unique<FenceQueue>(api_, inner_);
-    worker_ = std::thread([this] { run(); });
-    INFO(kSubsysInit, "CUDA backend on device %d (%s): the gate model, if this communicator needs it (more than %d "
-         "ranks), gates streams with %s",
-         dev_.ordinal(), dev_.pciBusId().c_str(), kern::kMailboxRanks, gateModeName(mode_));
+    INFO(kSubsysInit, "CUDA backend on device %d (%s): ready (its communicators' collectives are kernels queued on the "
+         "caller's stream)",
+         dev_.ordinal(), dev_.pciBusId().c_str());
     return ncclSuccess;
   }
 
@@ -397,27 +372,14 @@ class CudaBackend final : public Backend {
     });
   }
 
-  // Device memory ordered on the backend's stream: no implicit device synchronisation (which
-  // could wait for a user's stream that waits for this very collective).
+  // Collectives of a CUDA communicator are kernels that need no scratch (comm/kernel_path.h,
+  // comm/staged_path.h); the host path's planner, which asks for it, never plans for one.
   ncclResult_t scratch(size_t bytes, Buffer* out) override {
-    ContextScope scope(api_, dev_.context());
-    RelaxedCapture relaxed(api_);
-    CUdeviceptr p = 0;
-    CUresult r = api_.memAllocAsync(&p, bytes ? bytes : 1, inner_);
-    if (r != kSuccess) {
-      WARN("CUDA backend: cannot allocate %zu bytes of scratch on device %d: %s", bytes, dev_.ordinal(),
-           errorText(api_, r).c_str());
-      return ncclUnhandledCudaError;
-    }
-    const DriverApi* api = &api_;
-    CUstream s = inner_;
-    CUcontext ctx = dev_.context();
-    *out = Buffer(reinterpret_cast<char*>(p), [api, s, ctx](char* q) {
-      ContextScope scope(*api, ctx);
-      RelaxedCapture relaxed(*api);
-      api->memFreeAsync(reinterpret_cast<CUdeviceptr>(q), s);
-    });
-    return ncclSuccess;
+    (void)out;
+    WARN("CUDA backend on device %d: %zu bytes of scratch asked for, but nothing on a CUDA communicator runs "
+         "through the host path (internal error)",
+         dev_.ordinal(), bytes);
+    return ncclInternalError;
   }
 
   ncclResult_t checkBuffer(const char* fn, const char* what, const void* p) override {
@@ -463,56 +425,14 @@ class CudaBackend final : public Backend {
     return ncclSuccess;
   }
 
+  // Nothing of a CUDA communicator is handed to a host thread through the stream: a wait the
+  // driver cannot see would hang behind the caller's own stream (docs/gpu.md, "Who waits for whom").
   ncclResult_t enqueue(const StreamRef& s, StreamTask task) override {
-    ContextScope scope(api_, dev_.context());
-    int capture = kCaptureStatusNone;
-    CUresult r = api_.streamIsCapturing(s.handle, &capture);
-    if (r != kSuccess) {
-      WARN("CUDA backend: cuStreamIsCapturing(%p) failed: %s", static_cast<void*>(s.handle),
-           errorText(api_, r).c_str());
-      return ncclUnhandledCudaError;
-    }
-    if (capture == kCaptureStatusInvalidated) {
-      WARN("CUDA backend: stream %p is in an invalidated capture; the collective cannot be captured",
-           static_cast<void*>(s.handle));
-      return ncclInvalidUsage;
-    }
-    Task t;
-    t.run = std::move(task);
-    NCCLCHECK(gates_.acquire(&t.gate));
-    if (capture == kCaptureStatusActive) {
-      // Captured: the graph replays these three gate operations; each replay starts the task
-      // again (start base -> base+1), waits for it (done base+1) and re-arms (done base).
-      t.captured = true;
-      t.base = t.gate.lastGen;
-      t.gen = t.base + 1;
-      ncclResult_t res = gateWrite(dev_, mode_, s.handle, t.gate.startDev, t.gen);
-      if (res == ncclSuccess) res = gateWait(dev_, mode_, s.handle, t.gate.doneDev, t.gen, true);
-      if (res == ncclSuccess) res = gateWrite(dev_, mode_, s.handle, t.gate.doneDev, t.base);
-      if (res != ncclSuccess) {
-        gates_.release(t.gate);
-        return res;
-      }
-      INFO(kSubsysColl, "CUDA backend on device %d: collective captured on stream %p; every replay of the graph runs it",
-           dev_.ordinal(), static_cast<void*>(s.handle));
-      std::lock_guard<std::mutex> lk(mu_);
-      armed_.push_back(std::move(t));
-      cv_.notify_all();
-      return ncclSuccess;
-    }
-    t.gen = ++t.gate.lastGen;
-    ncclResult_t res = gateWrite(dev_, mode_, s.handle, t.gate.startDev, t.gen);
-    if (res == ncclSuccess) res = gateWait(dev_, mode_, s.handle, t.gate.doneDev, t.gen, false);
-    if (res != ncclSuccess) {
-      // Nothing reached the stream, or only the start write: the gate stays consistent.
-      t.gate.done->store(t.gen, std::memory_order_release);
-      gates_.release(t.gate);
-      return res;
-    }
-    std::lock_guard<std::mutex> lk(mu_);
-    queue_.push_back(std::move(t));
-    cv_.notify_all();
-    return ncclSuccess;
+    (void)task;
+    WARN("CUDA backend on device %d: work for stream %p reached the host path (internal error): CUDA communicators "
+         "run their collectives as kernels on the caller's stream",
+         dev_.ordinal(), static_cast<void*>(s.handle));
+    return ncclInternalError;
   }
 
   void orderAfter(const StreamRef& first, const std::vector<StreamRef>& others) override {
@@ -524,138 +444,46 @@ class CudaBackend final : public Backend {
     api_.eventDestroy(ev);  // released by the driver once recorded work completes
   }
 
-  // Data calls go to the backend's stream, or straight to the user's stream for a work with
-  // no peers (StreamRef::direct: no gate, no fence; stream order is all it needs).
+  // Data calls, straight onto the caller's stream (the kernel path's stream-ordered copies
+  // aside): complete in stream order, so their fences are complete at once.
   Fence copy(const StreamRef& s, void* dst, const void* src, size_t bytes, bool) override {
-    DirectScope direct(*this, s);
+    ContextScope scope(api_, dev_.context());
     CUresult r = api_.memcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes,
-                                  direct.stream);
+                                  s.handle);
     if (r != kSuccess) return fail("cuMemcpyAsync", r);
-    return done(direct);
+    return {};
   }
 
   Fence reduce2(const StreamRef& s, ncclDataType_t type, RedKind op, void* dst, const void* a, const void* b,
                 size_t count) override {
-    DirectScope direct(*this, s);
+    ContextScope scope(api_, dev_.context());
     const std::string kernel = kernelName("accl_reduce2_", type);
     if (kernel.empty()) return fail("reduce2: datatype", kErrorInvalidValue);
-    const size_t bytes = count * typeSize(type);
-    Operand D = operand(direct, dst, bytes, 0, false), A = operand(direct, a, bytes, 1, true),
-            B = operand(direct, b, bytes, 2, true);
+    void* pd = onDevice(dst);
+    const void* pa = onDevice(a);
+    const void* pb = onDevice(b);
     if (failed()) return {};
-    void* pd = D.dev;
-    const void* pa = a == dst ? D.dev : A.dev;
-    const void* pb = b == dst ? D.dev : B.dev;
-    if (a == dst && D.staged) stageIn(direct.stream, D.dev, dst, bytes);
-    if (b == dst && D.staged && a != dst) stageIn(direct.stream, D.dev, dst, bytes);
     size_t n = count;
     void* params[] = {&pd, &pa, &pb, &n};
-    launch(direct.stream, kernel + "_" + redName(op), count, params);
-    if (D.staged) copyOut(direct.stream, dst, D.dev, bytes);
-    return done(direct);
+    launch(s.handle, kernel + "_" + redName(op), count, params);
+    return {};
   }
 
   Fence scale(const StreamRef& s, ncclDataType_t type, void* dst, const void* src, const void* scalar,
               size_t count) override {
-    const void* pk = nullptr;
-    return elementwise(s, "scale", "accl_scale_", type, dst, src, count, [&](const DirectScope& direct) -> void* {
-      pk = operand(direct, scalar, typeSize(type), 2, true).dev;  // the scalar: device, mapped or staged
-      return &pk;
-    });
+    const void* pk = onDevice(scalar);
+    return elementwise(s, "scale", "accl_scale_", type, dst, src, count, &pk);
   }
 
   Fence divide(const StreamRef& s, ncclDataType_t type, void* dst, const void* src, int divisor,
                size_t count) override {
     int dv = divisor;
-    return elementwise(s, "divide", "accl_divide_", type, dst, src, count, [&](const DirectScope&) -> void* {
-      return &dv;
-    });
+    return elementwise(s, "divide", "accl_divide_", type, dst, src, count, &dv);
   }
 
-  bool poll(Fence f) override { return fences_->poll(f); }
-
-  void waitAny(const std::vector<Fence>& fences, int64_t timeoutUsec) override {
-    const auto deadline = Clock::now() + std::chrono::microseconds(timeoutUsec);
-    for (int i = 0;; i++) {
-      for (Fence f : fences)
-        if (poll(f)) return;
-      if (Clock::now() >= deadline) return;
-      if (i < 64) sched_yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
-  }
-
-  bool failed() const override { return failed_ || (fences_ && fences_->failed()); }
-
-  void drain() override {
-    std::unique_lock<std::mutex> lk(mu_);
-    idleCv_.wait(lk, [&] { return queue_.empty() && !runningQueued_; });
-  }
-
-  void shutdown(bool abort) override {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (stop_ && !worker_.joinable()) return;
-      stop_ = true;
-      abort_ = abort;
-      cv_.notify_all();
-    }
-    if (worker_.joinable()) {
-      if (worker_.get_id() == std::this_thread::get_id()) worker_.detach();  // last reference dropped by a task
-      else worker_.join();
-    }
-    // Streams that never reached their task would wait forever: let them pass.
-    std::deque<Task> left;
-    std::vector<Task> armed;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      left.swap(queue_);
-      armed.swap(armed_);
-    }
-    if (!left.empty())
-      WARN("CUDA backend on device %d: %zu queued collective(s) dropped: the communicator was %s before their "
-           "streams reached them",
-           dev_.ordinal(), left.size(), abort ? "aborted" : "destroyed");
-    // Their gates are not reused: the stream still writes `start` when it gets there.
-    for (Task& t : left) t.gate.done->store(t.gen, std::memory_order_release);
-    // Captured tasks keep their gates too: a graph may be replayed after the communicator is
-    // gone (its wait then never ends, as with NCCL; the memory it writes is still ours).
-    idleCv_.notify_all();
-  }
-
- private:
-  struct Task {
-    StreamTask run;
-    Gate gate;
-    uint64_t gen = 1;   // queued: start/done value of this use; captured: the replay's start/done value
-    uint64_t base = 0;  // captured: the value start and done return to between replays
-    bool captured = false;
-  };
-
-  // Where a data call goes: the backend's stream (on the worker, context already current), or
-  // the user's stream with this device's context made current (direct works run on the
-  // calling thread).
-  struct DirectScope {
-    bool active;
-    CUstream stream;
-    std::optional<ContextScope> ctx;
-    DirectScope(CudaBackend& b, const StreamRef& s) : active(s.direct), stream(s.direct ? s.handle : b.inner_) {
-      if (active) ctx.emplace(b.api_, b.dev_.context());
-    }
-  };
-  Fence done(const DirectScope& d) { return d.active ? Fence{} : fences_->record(); }
-
-  // An operand as the kernels see it: the pointer itself when the device can use it, else a
-  // device staging slot (pageable host memory: copied in with cuMemcpyAsync, or out after).
-  struct Operand {
-    void* dev = nullptr;
-    bool staged = false;
-  };
-
-  struct Staging {
-    CUdeviceptr ptr = 0;
-    size_t bytes = 0;
-  };
+  bool poll(Fence) override { return true; }
+  void waitAny(const std::vector<Fence>&, int64_t) override {}
+  bool failed() const override { return failed_; }
 
   // Where a kernel reaches p: device (or managed) memory as it is; registered host memory
   // through its device mapping, which exists only for memory registered with DEVICEMAP (the
@@ -676,46 +504,13 @@ class CudaBackend final : public Backend {
     return d ? d : p;
   }
 
-  Operand operand(const DirectScope& direct, const void* p, size_t bytes, int slot, bool input) {
-    Operand o;
-    o.dev = const_cast<void*>(p);
-    if (p == nullptr) return o;
-    if (void* mapped = deviceAddress(p)) {
-      o.dev = mapped;
-      return o;
-    }
-    if (direct.active) {
-      // The staging slots belong to the worker's stream; direct works never need them (the
-      // group machinery sends works with host operands through the worker).
-      fail("a direct data call with a host operand (internal error)", kErrorInvalidValue);
-      return o;
-    }
-    Staging& s = staging_[slot];
-    if (s.bytes < bytes) {
-      if (s.ptr) api_.memFreeAsync(s.ptr, inner_);
-      s = {};
-      CUresult r = api_.memAllocAsync(&s.ptr, bytes, inner_);
-      if (r != kSuccess) {
-        fail("cuMemAllocAsync (staging)", r);
-        return o;
-      }
-      s.bytes = bytes;
-    }
-    o.dev = reinterpret_cast<void*>(s.ptr);
-    o.staged = true;
-    if (input) stageIn(inner_, o.dev, p, bytes);
-    return o;
-  }
-
-  void stageIn(CUstream st, void* devp, const void* host, size_t bytes) {
-    CUresult r =
-        api_.memcpyAsync(reinterpret_cast<CUdeviceptr>(devp), reinterpret_cast<CUdeviceptr>(host), bytes, st);
-    if (r != kSuccess) fail("cuMemcpyAsync (stage in)", r);
-  }
-  void copyOut(CUstream st, void* host, const void* devp, size_t bytes) {
-    CUresult r =
-        api_.memcpyAsync(reinterpret_cast<CUdeviceptr>(host), reinterpret_cast<CUdeviceptr>(devp), bytes, st);
-    if (r != kSuccess) fail("cuMemcpyAsync (stage out)", r);
+ private:
+  // A data call's operand as its kernel reaches it; pageable host memory cannot be (an error).
+  void* onDevice(const void* p) {
+    if (p == nullptr) return nullptr;
+    void* d = deviceAddress(p);
+    if (d == nullptr) fail("a data call with an operand in pageable host memory", kErrorInvalidValue);
+    return d;
   }
 
   void launch(CUstream st, const std::string& kernel, size_t count, void** params) {
@@ -733,26 +528,18 @@ class CudaBackend final : public Backend {
   }
 
   // scale and divide: dst[i] = src[i] (op) x by one kernel per type taking (dst, src, x, count).
-  // `third` places x once dst and src are placed (it may stage an operand of its own) and
-  // returns the address of the kernel's third parameter.
-  template <class Third>
   Fence elementwise(const StreamRef& s, const char* what, const char* stem, ncclDataType_t type, void* dst,
-                    const void* src, size_t count, Third third) {
-    DirectScope direct(*this, s);
+                    const void* src, size_t count, void* x) {
+    ContextScope scope(api_, dev_.context());
     const std::string kernel = kernelName(stem, type);
     if (kernel.empty()) return fail((std::string(what) + ": datatype").c_str(), kErrorInvalidValue);
-    const size_t bytes = count * typeSize(type);
-    Operand D = operand(direct, dst, bytes, 0, false), S = operand(direct, src, bytes, 1, true);
-    void* x = third(direct);
+    void* pd = onDevice(dst);
+    const void* ps = onDevice(src);
     if (failed()) return {};
-    void* pd = D.dev;
-    const void* ps = src == dst ? D.dev : S.dev;
-    if (src == dst && D.staged) stageIn(direct.stream, D.dev, dst, bytes);
     size_t n = count;
     void* params[] = {&pd, &ps, x, &n};
-    launch(direct.stream, kernel, count, params);
-    if (D.staged) copyOut(direct.stream, dst, D.dev, bytes);
-    return done(direct);
+    launch(s.handle, kernel, count, params);
+    return {};
   }
 
   Fence fail(const char* what, CUresult r) {
@@ -761,77 +548,10 @@ class CudaBackend final : public Backend {
     return {};
   }
 
-  // Runs each queued task when its stream has reached it, and captured tasks whenever a
-  // graph replay reaches them.
-  void run() {
-    RelaxedCapture relaxed(api_);  // this thread's calls never belong to a user's capture
-    api_.ctxSetCurrent(dev_.context());
-    int idleRounds = 0;
-    std::unique_lock<std::mutex> lk(mu_);
-    while (!stop_) {
-      Task* ready = nullptr;
-      bool fromQueue = false;
-      if (!queue_.empty() && queue_.front().gate.start->load(std::memory_order_acquire) >= queue_.front().gen) {
-        ready = &queue_.front();
-        fromQueue = true;
-      }
-      for (size_t i = 0; ready == nullptr && i < armed_.size(); i++)
-        if (armed_[i].gate.start->load(std::memory_order_acquire) == armed_[i].gen) ready = &armed_[i];
-      if (ready == nullptr) {
-        if (queue_.empty() && armed_.empty()) {
-          cv_.wait(lk);
-          idleRounds = 0;
-          continue;
-        }
-        // A stream gets there when its earlier work finishes: poll, spinning briefly, then
-        // yielding, then sleeping (armed graph tasks may wait for a replay for a long time).
-        lk.unlock();
-        if (idleRounds < 200) sched_yield();
-        else std::this_thread::sleep_for(std::chrono::microseconds(idleRounds < 2000 ? 20 : 50));
-        idleRounds++;
-        lk.lock();
-        continue;
-      }
-      idleRounds = 0;
-      if (fromQueue) runningQueued_ = true;
-      Task* t = ready;
-      if (t->captured) t->gate.start->store(t->base, std::memory_order_relaxed);
-      StreamTask fn = t->run;  // armed_ may grow (and move) while the task runs
-      Gate gate = t->gate;
-      const uint64_t gen = t->gen;
-      lk.unlock();
-      fn();  // failures are the communicator's (async error); the stream still continues
-      while (!fences_->idle()) sched_yield();
-      gate.done->store(gen, std::memory_order_release);
-      fn = nullptr;
-      lk.lock();
-      if (fromQueue) {
-        queue_.pop_front();
-        runningQueued_ = false;
-        gates_.release(gate);
-        idleCv_.notify_all();
-      }
-    }
-  }
-
   CudaDevice& dev_;
   const DriverApi& api_;
-  GateSlab& gates_;
-  GateMode mode_;
-  CUstream inner_ = nullptr;
-  std::unique_ptr<FenceQueue> fences_;
-  Staging staging_[3];
+  CUstream inner_ = nullptr;  // set-up and teardown only
   std::atomic<bool> failed_{false};
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::condition_variable idleCv_;
-  std::deque<Task> queue_;
-  std::vector<Task> armed_;
-  bool runningQueued_ = false;
-  bool stop_ = false;
-  bool abort_ = false;
-  std::thread worker_;
 };
 
 }  // namespace

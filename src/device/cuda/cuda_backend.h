@@ -1,9 +1,8 @@
 // cuda_backend.h: the CUDA backend (issue 10). One per communicator, bound to the device that
-// was current when the communicator was created. A collective queued on a user's stream is
-// run by this backend's worker thread when the stream reaches it (stream_gate.h); its data
-// calls (copies, reduction kernels) go to the backend's own non-blocking stream, with fences
-// from fence_queue.h, and the user's stream continues when the worker opens its gate. The
-// host never waits for the user's stream.
+// was current when the communicator was created. Its collectives are kernel launches on the
+// caller's stream, queued by the calling thread at call time (comm/kernel_path.h, and
+// comm/staged_path.h past 16 ranks); nothing of a collective runs on a host thread that the
+// stream waits for, and the host never waits for the user's stream.
 #pragma once
 #include <memory>
 #include <string>
@@ -15,7 +14,7 @@ namespace accl::dev::cuda {
 
 class CudaDevice;
 
-// A backend bound to `dev`, its worker started; nullptr with a WARN when it cannot be made.
+// A backend bound to `dev`; nullptr with a WARN when it cannot be made.
 ncclResult_t makeCudaBackend(CudaDevice& dev, std::shared_ptr<Backend>* out);
 
 // The process-level CUDA backend: ncclMemAlloc/ncclMemFree on the current device. Its stream

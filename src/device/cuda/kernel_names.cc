@@ -8,7 +8,7 @@ std::string kernelName(const char* stem, ncclDataType_t t) {
 }
 
 std::vector<std::string> libraryKernelNames() {
-  std::vector<std::string> names = {"accl_copy", "accl_write_flag", "accl_wait_flag", "accl_staged"};
+  std::vector<std::string> names = {"accl_copy", "accl_staged"};
   for (int t = 0; t < ncclNumTypes; t++) {
     const auto type = static_cast<ncclDataType_t>(t);
     for (const char* op : {"_sum", "_prod", "_max", "_min"}) names.push_back(kernelName("accl_reduce2_", type) + op);
