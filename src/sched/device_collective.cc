@@ -316,10 +316,7 @@ ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops) {
   Comm& c0 = *ranks.front().comm;
   dev::Backend& backend = *c0.backend;
   const dev::StreamRef first = ops.front()->stream;
-  std::vector<dev::StreamRef> others;
-  for (const auto& op : ops)
-    if (!(op->stream == first) && std::find(others.begin(), others.end(), op->stream) == others.end())
-      others.push_back(op->stream);
+  const std::vector<dev::StreamRef> others = otherStreams(ops);
   for (const dev::StreamRef& o : others) backend.orderAfter(o, {first});
   for (RankOps& r : ranks) r.comm->kernelPath->orderAfterPrevious(backend, first);
   const bool capturing = backend.streamCapturing(first);

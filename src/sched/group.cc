@@ -136,11 +136,7 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
            commOps.front()->comm->rank, static_cast<void*>(commOps.front()->stream.handle));
       return ncclInternalError;
     }
-    std::vector<dev::StreamRef> others;
-    const dev::StreamRef first = commOps.front()->stream;
-    for (auto& op : commOps)
-      if (!(op->stream == first) && std::find(others.begin(), others.end(), op->stream) == others.end())
-        others.push_back(op->stream);
+    std::vector<dev::StreamRef> others = otherStreams(commOps);
     std::unique_ptr<CommWork> w;
     NCCLCHECK(planWork(std::move(commOps), &w));
     works.push_back(std::move(w));

@@ -2,6 +2,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 #include "comm/comm.h"
 #include "device.h"
 #include "device/backend.h"
@@ -15,6 +16,11 @@ const char* opKindName(OpKind k);
 // how logs and mismatch errors name a call.
 std::string describeCall(OpKind kind, size_t count, ncclDataType_t type, dev::RedKind red, bool avg, bool preMul,
                          int root);
+
+struct OpDesc;
+// The streams of `ops` other than the first op's, each once, in order of first use: they wait
+// for the first one before the ops' work and it for them after (one work, several streams).
+std::vector<dev::StreamRef> otherStreams(const std::vector<std::unique_ptr<OpDesc>>& ops);
 
 struct OpDesc {
   OpKind kind = OpKind::AllReduce;

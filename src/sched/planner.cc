@@ -333,6 +333,14 @@ bool streamsOutput(const OpDesc& op, int nranks) {
   return !overlap;
 }
 
+std::vector<dev::StreamRef> otherStreams(const std::vector<std::unique_ptr<OpDesc>>& ops) {
+  std::vector<dev::StreamRef> others;
+  for (const auto& op : ops)
+    if (!(op->stream == ops.front()->stream) && std::find(others.begin(), others.end(), op->stream) == others.end())
+      others.push_back(op->stream);
+  return others;
+}
+
 const char* opKindName(OpKind k) {
   switch (k) {
     case OpKind::AllReduce: return "AllReduce";

@@ -163,10 +163,7 @@ ncclResult_t launchStagedOps(std::vector<std::unique_ptr<OpDesc>> ops) {
   NCCLCHECK(sp.checkKernels(c));
   dev::Backend& backend = *c.backend;
   const dev::StreamRef first = ops.front()->stream;
-  std::vector<dev::StreamRef> others;
-  for (const auto& op : ops)
-    if (!(op->stream == first) && std::find(others.begin(), others.end(), op->stream) == others.end())
-      others.push_back(op->stream);
+  const std::vector<dev::StreamRef> others = otherStreams(ops);
   for (const dev::StreamRef& o : others) backend.orderAfter(o, {first});
   sp.orderAfterPrevious(backend, first);
   const bool capturing = backend.streamCapturing(first);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -40,6 +41,27 @@ std::string readAll(const std::string& path) {
   std::stringstream s;
   s << f.rdbuf();
   return s.str();
+}
+
+constexpr int kRanks = 18;   // more than the collective kernel's 16: the staged path
+constexpr int kDevices = 6;  // three ranks per device
+
+// Runs body(comm, rank, stream, &problems) on kRanks thread ranks, rank r on device
+// r % kDevices with a stream of its own, then expects every rank's problems to be empty.
+void onStagedRanks(const TestDriver& d, const std::function<void(ncclComm_t, int, CUstream, std::string*)>& body) {
+  std::vector<std::string> problems(kRanks);
+  std::string error;
+  bool ok = runThreadRanks(
+      kRanks, [](int rank) { useDevice(rank % kDevices); },
+      [&](ncclComm_t comm, int rank) {
+        CUstream s = nullptr;
+        ASSERT_EQ(CUDA_SUCCESS, d.streamCreate(&s, CU_STREAM_NON_BLOCKING));
+        body(comm, rank, s, &problems[rank]);
+        d.streamDestroy(s);
+      },
+      &error);
+  ASSERT_TRUE(ok) << error;
+  for (int r = 0; r < kRanks; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
 }
 
 // The matrix (counts 0, 1, 7 and the prime count; every collective, type and op; send/recv
@@ -126,70 +148,60 @@ TEST(StagedPath, RanksSharingADeviceUnderOneHardwareQueueAreRefusedAtInit) {
 // proxy keeps the captured calls' descriptions for every replay.
 TEST(StagedPath, CapturedCollectivesReplayWithNewInputsEveryTime) {
   setenv("FAKE_CUDA_DEVICES", "6", 1);
-  REQUIRE_DEVICES(d, 6);
-  constexpr int n = 18;
+  REQUIRE_DEVICES(d, kDevices);
+  constexpr int n = kRanks;
   const size_t count = 300001;  // several rounds of the all-gather's staging
-  std::vector<std::string> problems(n);
   std::barrier<> meet(n);
-  std::string error;
-  bool ok = runThreadRanks(
-      n, [](int rank) { useDevice(rank % 6); },
-      [&](ncclComm_t comm, int rank) {
-        CUstream s = nullptr;
-        ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&s, CU_STREAM_NON_BLOCKING));
-        CUdeviceptr in = 0, out = 0, gathered = 0;
-        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&in, count * 4));
-        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&out, count * 4));
-        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&gathered, count * 4 * n));
-        // A global-mode capture forbids allocations on every thread: all ranks allocate first.
-        meet.arrive_and_wait();
-        ASSERT_EQ(CUDA_SUCCESS, d->streamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-        auto st = reinterpret_cast<cudaStream_t>(s);
-        ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(in), reinterpret_cast<void*>(out), count,
-                                             ncclInt32, ncclSum, comm, st));
-        ASSERT_EQ(ncclSuccess,
-                  ncclAllGather(reinterpret_cast<void*>(in), reinterpret_cast<void*>(gathered), count, ncclInt32, comm, st));
-        CUgraph graph = nullptr;
-        ASSERT_EQ(CUDA_SUCCESS, d->streamEndCapture(s, &graph));
-        meet.arrive_and_wait();  // and no rank copies synchronously while another still captures
-        CUgraphExec exec = nullptr;
-        ASSERT_EQ(CUDA_SUCCESS, d->graphInstantiate(&exec, graph, 0));
-        auto value = [](int r, size_t i, int replay) { return static_cast<int32_t>(i % 1000 + r * 7 + replay * 100); };
-        for (int replay = 0; replay < 3; replay++) {
-          std::vector<int32_t> host(count);
-          for (size_t i = 0; i < count; i++) host[i] = value(rank, i, replay);
-          ASSERT_EQ(CUDA_SUCCESS, d->memcpyHtoD(in, host.data(), count * 4));
-          ASSERT_EQ(CUDA_SUCCESS, d->graphLaunch(exec, s));
-          ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
-          d->memcpyDtoH(host.data(), out, count * 4);
-          for (size_t i = 0; i < count; i++) {
-            int32_t want = 0;
-            for (int r = 0; r < n; r++) want += value(r, i, replay);
-            if (host[i] != want) {
-              problems[rank] += "replay " + std::to_string(replay) + ": all-reduce element " + std::to_string(i) +
-                                " is " + std::to_string(host[i]) + ", not " + std::to_string(want) + "\n";
-              break;
-            }
+  onStagedRanks(*d, [&](ncclComm_t comm, int rank, CUstream s, std::string* problems) {
+      CUdeviceptr in = 0, out = 0, gathered = 0;
+      ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&in, count * 4));
+      ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&out, count * 4));
+      ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&gathered, count * 4 * n));
+      // A global-mode capture forbids allocations on every thread: all ranks allocate first.
+      meet.arrive_and_wait();
+      ASSERT_EQ(CUDA_SUCCESS, d->streamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+      auto st = reinterpret_cast<cudaStream_t>(s);
+      ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(in), reinterpret_cast<void*>(out), count,
+                                           ncclInt32, ncclSum, comm, st));
+      ASSERT_EQ(ncclSuccess,
+                ncclAllGather(reinterpret_cast<void*>(in), reinterpret_cast<void*>(gathered), count, ncclInt32, comm, st));
+      CUgraph graph = nullptr;
+      ASSERT_EQ(CUDA_SUCCESS, d->streamEndCapture(s, &graph));
+      meet.arrive_and_wait();  // and no rank copies synchronously while another still captures
+      CUgraphExec exec = nullptr;
+      ASSERT_EQ(CUDA_SUCCESS, d->graphInstantiate(&exec, graph, 0));
+      auto value = [](int r, size_t i, int replay) { return static_cast<int32_t>(i % 1000 + r * 7 + replay * 100); };
+      for (int replay = 0; replay < 3; replay++) {
+        std::vector<int32_t> host(count);
+        for (size_t i = 0; i < count; i++) host[i] = value(rank, i, replay);
+        ASSERT_EQ(CUDA_SUCCESS, d->memcpyHtoD(in, host.data(), count * 4));
+        ASSERT_EQ(CUDA_SUCCESS, d->graphLaunch(exec, s));
+        ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
+        d->memcpyDtoH(host.data(), out, count * 4);
+        for (size_t i = 0; i < count; i++) {
+          int32_t want = 0;
+          for (int r = 0; r < n; r++) want += value(r, i, replay);
+          if (host[i] != want) {
+            *problems += "replay " + std::to_string(replay) + ": all-reduce element " + std::to_string(i) +
+                            " is " + std::to_string(host[i]) + ", not " + std::to_string(want) + "\n";
+            break;
           }
-          std::vector<int32_t> all(count * n);
-          d->memcpyDtoH(all.data(), gathered, count * 4 * n);
-          for (size_t k = 0; k < all.size(); k++)
-            if (all[k] != value(static_cast<int>(k / count), k % count, replay)) {
-              problems[rank] += "replay " + std::to_string(replay) + ": all-gather element " + std::to_string(k) +
-                                " is " + std::to_string(all[k]) + "\n";
-              break;
-            }
         }
-        d->graphExecDestroy(exec);
-        d->graphDestroy(graph);
-        d->memFree(in);
-        d->memFree(out);
-        d->memFree(gathered);
-        d->streamDestroy(s);
-      },
-      &error);
-  ASSERT_TRUE(ok) << error;
-  for (int r = 0; r < n; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
+        std::vector<int32_t> all(count * n);
+        d->memcpyDtoH(all.data(), gathered, count * 4 * n);
+        for (size_t k = 0; k < all.size(); k++)
+          if (all[k] != value(static_cast<int>(k / count), k % count, replay)) {
+            *problems += "replay " + std::to_string(replay) + ": all-gather element " + std::to_string(k) +
+                            " is " + std::to_string(all[k]) + "\n";
+            break;
+          }
+      }
+      d->graphExecDestroy(exec);
+      d->graphDestroy(graph);
+      d->memFree(in);
+      d->memFree(out);
+      d->memFree(gathered);
+  });
 }
 
 // A rank that never makes its call: with ACCL_TIMEOUT=2 the others' staged kernels give up
@@ -197,49 +209,38 @@ TEST(StagedPath, CapturedCollectivesReplayWithNewInputsEveryTime) {
 // ncclCommDestroy returns on every rank, the one that never called included.
 TEST(StagedPath, ARankThatNeverCallsMakesTheOthersGiveUpAfterTheTimeout) {
   setenv("FAKE_CUDA_DEVICES", "6", 1);
-  REQUIRE_DEVICES(d, 6);
+  REQUIRE_DEVICES(d, kDevices);
   const std::string log = testing::TempDir() + "staged_timeout_" + std::to_string(getpid()) + ".log";
   setenv("ACCL_TIMEOUT", "2", 1);
   setenv("NCCL_DEBUG", "WARN", 1);
   setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
-  constexpr int n = 18;
   constexpr int absent = 11;
-  std::vector<std::string> problems(n);
-  std::barrier<> meet(n);
-  std::string error;
-  bool ok = runThreadRanks(
-      n, [](int rank) { useDevice(rank % 6); },
-      [&](ncclComm_t comm, int rank) {
-        CUstream s = nullptr;
-        ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&s, CU_STREAM_NON_BLOCKING));
-        CUdeviceptr buf = 0;
-        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf, 4096 * 4));
-        if (rank != absent) {
-          const auto t0 = std::chrono::steady_clock::now();
-          EXPECT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), 4096,
-                                               ncclFloat32, ncclSum, comm, reinterpret_cast<cudaStream_t>(s)));
-          EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));  // returns: the kernel gave up
-          const auto waited = std::chrono::steady_clock::now() - t0;
-          if (waited > std::chrono::seconds(30))
-            problems[rank] = "the stream took " +
-                             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(waited).count()) + " s";
-          ncclResult_t async = ncclSuccess;
-          for (int i = 0; i < 100 && async == ncclSuccess; i++) {
-            ncclCommGetAsyncError(comm, &async);
-            if (async == ncclSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-          }
-          if (async == ncclSuccess) problems[rank] += " the communicator did not fail";
+  std::barrier<> meet(kRanks);
+  onStagedRanks(*d, [&](ncclComm_t comm, int rank, CUstream s, std::string* problems) {
+      CUdeviceptr buf = 0;
+      ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf, 4096 * 4));
+      if (rank != absent) {
+        const auto t0 = std::chrono::steady_clock::now();
+        EXPECT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf), reinterpret_cast<void*>(buf), 4096,
+                                             ncclFloat32, ncclSum, comm, reinterpret_cast<cudaStream_t>(s)));
+        EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));  // returns: the kernel gave up
+        const auto waited = std::chrono::steady_clock::now() - t0;
+        if (waited > std::chrono::seconds(30))
+          *problems = "the stream took " +
+                      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(waited).count()) + " s";
+        ncclResult_t async = ncclSuccess;
+        for (int i = 0; i < 100 && async == ncclSuccess; i++) {
+          ncclCommGetAsyncError(comm, &async);
+          if (async == ncclSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
-        meet.arrive_and_wait();  // the absent rank stays until the others have given up
-        d->memFree(buf);
-        d->streamDestroy(s);
-      },
-      &error);
+        if (async == ncclSuccess) *problems += " the communicator did not fail";
+      }
+      meet.arrive_and_wait();  // the absent rank stays until the others have given up
+      d->memFree(buf);
+  });
   unsetenv("ACCL_TIMEOUT");
   unsetenv("NCCL_DEBUG");
   unsetenv("NCCL_DEBUG_FILE");
-  ASSERT_TRUE(ok) << error;
-  for (int r = 0; r < n; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ":" << problems[r];
   const std::string text = readAll(log);
   EXPECT_NE(text.find("ACCL_TIMEOUT"), std::string::npos) << text;
 }
