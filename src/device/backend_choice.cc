@@ -1,9 +1,10 @@
 // Which backend this process uses. The CUDA backend is chosen only when asked for or left to
-// "auto", a driver loads, a device is visible and this build contains it; otherwise the host
-// backend, said once at INFO (WARN when ACCL_BACKEND=cuda could not be honoured). ACCL_BACKEND=hip
-// loads ROCm's HIP runtime and says what it found; "auto" does not try HIP, whose backend cannot
-// run collectives yet.
+// "auto", a driver loads, a device is visible and this build contains it; the HIP backend when
+// ACCL_BACKEND=hip (or "auto" without CUDA on a machine with /dev/kfd), a HIP runtime loads, an
+// AMD GPU is visible and this build embeds the HIP kernels; otherwise the host backend. Said
+// once at INFO (WARN when ACCL_BACKEND=cuda or hip could not be honoured).
 #include "device/backend_choice.h"
+#include <unistd.h>
 #include <mutex>
 #include "base/check.h"
 #include "base/log.h"
@@ -11,6 +12,7 @@
 #include "device/backend.h"
 #include "device/cuda/cuda_backend.h"
 #include "device/cuda/cuda_device.h"
+#include "device/hip/hip_driver.h"
 #include "device/hip/kernel_bundle.h"
 
 namespace accl::dev {
@@ -64,36 +66,50 @@ BackendChoice chooseBackend(const std::string& setting, const cuda::DriverApi* d
 }
 
 BackendChoice chooseHipBackend(const hip::HipApi* runtime, const std::string& runtimeWhy, int devices,
-                               const std::string& devicesWhy, bool hipBuilt) {
+                               const std::string& devicesWhy, bool hipBuilt, bool asked) {
   BackendChoice c;
-  c.warn = true;
   std::string reason;
   if (runtime == nullptr) {
     reason = runtimeWhy;
   } else if (devices == 0) {
     reason = devicesWhy;
+  } else if (!hipBuilt) {
+    reason = std::to_string(devices) + " AMD GPU(s) visible to " + runtime->soname +
+             ", but this build of ACCL has no HIP kernels (clang-19 was not found when it was built)";
   } else {
-    reason = std::to_string(devices) + " AMD GPU(s) visible to " + runtime->soname + ", but collectives on HIP devices " +
-             "need the stream execution model, which this build does not have yet" +
-             (hipBuilt ? "" : " (nor HIP kernels: clang-19 was not found when it was built)");
+    c.hip = true;
+    c.why = "HIP backend (" + std::to_string(devices) + " device(s), " + runtime->soname + ", ROCm " +
+            std::to_string(runtime->runtimeMajor) + "." + std::to_string(runtime->runtimeVersion / 100000 % 100) +
+            (asked ? ", ACCL_BACKEND=hip)" : ", no CUDA device)");
+    return c;
   }
-  c.why = "host backend: " + reason + " (ACCL_BACKEND=hip cannot be honoured)";
+  c.why = "host backend: " + reason + (asked ? " (ACCL_BACKEND=hip cannot be honoured)" : "");
+  c.warn = asked;
   return c;
 }
 
+bool amdGpuDriverPresent() { return access("/dev/kfd", F_OK) == 0; }
+
 namespace {
 
-// ACCL_BACKEND=hip: load the runtime, count the devices, decide.
-BackendChoice hipChoice() {
+struct HipProbe {
+  BackendChoice choice;
+  const hip::HipApi* runtime = nullptr;
+};
+
+// Load the runtime, count the devices, decide.
+HipProbe hipChoice(bool asked) {
+  HipProbe p;
   std::string runtimeWhy, devicesWhy;
-  const hip::HipApi* runtime = hip::loadHipRuntime(&runtimeWhy);
-  const int devices = runtime ? hip::probeDevices(*runtime, &devicesWhy) : 0;
-  return chooseHipBackend(runtime, runtimeWhy, devices, devicesWhy, hipKernelsBuilt());
+  p.runtime = hip::loadHipRuntime(&runtimeWhy);
+  const int devices = p.runtime ? hip::probeDevices(*p.runtime, &devicesWhy) : 0;
+  p.choice = chooseHipBackend(p.runtime, runtimeWhy, devices, devicesWhy, hipKernelsBuilt(), asked);
+  return p;
 }
 
 struct ProcessChoice {
   std::string why;
-  const cuda::DriverApi* driver = nullptr;  // set when the CUDA backend was chosen
+  const cuda::DriverApi* driver = nullptr;  // set when the CUDA or the HIP backend was chosen
   std::shared_ptr<Backend> backend;
 };
 
@@ -103,13 +119,29 @@ const ProcessChoice& processChoice() {
   std::call_once(once, [] {
     const std::string setting = param::backend();
     std::string driverWhy;
-    const bool noCuda = setting == "host" || setting == "hip";
+    const bool wantHip = setting == "hip";
+    const bool noCuda = setting == "host" || wantHip;
     const cuda::DriverApi* driver = noCuda ? nullptr : cuda::loadDriver(&driverWhy);
-    BackendChoice c = setting == "hip" ? hipChoice() : chooseBackend(setting, driver, driverWhy, cudaKernelsBuilt());
+    HipProbe amd;
+    BackendChoice c;
+    if (wantHip) {
+      amd = hipChoice(true);
+      c = amd.choice;
+    } else {
+      c = chooseBackend(setting, driver, driverWhy, cudaKernelsBuilt());
+      // "auto" without CUDA tries HIP only where the AMD GPU kernel driver is (/dev/kfd): other
+      // machines never load ROCm's runtime, and their line stays the CUDA reason.
+      if (!c.cuda && !c.warn && setting != "host" && amdGpuDriverPresent()) {
+        amd = hipChoice(false);
+        if (amd.choice.hip) c = amd.choice;
+        else c.why += "; " + amd.choice.why.substr(amd.choice.why.find(": ") + 2);
+      }
+    }
+    if (c.hip) driver = hip::hipDriverTable(*amd.runtime);
     pc.why = c.why;
     if (c.warn) WARN("%s", c.why.c_str());
     else INFO(kSubsysInit, "%s", c.why.c_str());
-    if (c.cuda) {
+    if (c.cuda || c.hip) {
       pc.driver = driver;
       pc.backend = cuda::makeCudaAllocator(*driver);
     } else {

@@ -10,6 +10,7 @@ namespace accl::dev {
 
 struct BackendChoice {
   bool cuda = false;
+  bool hip = false;  // the HIP backend: the CUDA backend over device/hip/hip_driver.h
   std::string why;  // one line for the INFO (or WARN) that says what was chosen and why
   bool warn = false;  // the user asked for something that cannot be had
 };
@@ -19,11 +20,13 @@ struct BackendChoice {
 BackendChoice chooseBackend(const std::string& setting, const cuda::DriverApi* driver,
                             const std::string& driverWhy, bool cudaBuilt);
 
-// ACCL_BACKEND=hip: runtime is nullptr when no HIP runtime loads (runtimeWhy says why); devices
-// is what it sees (devicesWhy says why none); hipBuilt: this build embeds the HIP kernels. The
-// answer is the host backend for now, with a WARN saying what stands in the way: collectives on
-// HIP devices need the execution model of kernels on the caller's stream (docs/backends.md).
+// HIP: runtime is nullptr when no HIP runtime loads (runtimeWhy says why); devices is what it
+// sees (devicesWhy says why none); hipBuilt: this build embeds the HIP kernels; asked:
+// ACCL_BACKEND=hip (a failure is a WARN) rather than "auto" trying HIP after CUDA.
 BackendChoice chooseHipBackend(const hip::HipApi* runtime, const std::string& runtimeWhy, int devices,
-                               const std::string& devicesWhy, bool hipBuilt);
+                               const std::string& devicesWhy, bool hipBuilt, bool asked = true);
+
+// Whether the AMD GPU kernel driver is there (/dev/kfd): "auto" tries HIP only then.
+bool amdGpuDriverPresent();
 
 }  // namespace accl::dev

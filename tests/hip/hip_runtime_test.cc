@@ -114,12 +114,28 @@ TEST(HipChoice, EveryObstacleIsNamed) {
   EXPECT_EQ(noRuntime.why, "host backend: no HIP runtime (libamdhip64.so.7: not found) (ACCL_BACKEND=hip cannot be honoured)");
   hip::HipApi rt;
   rt.soname = "libamdhip64.so.6";
-  const BackendChoice devices = chooseHipBackend(&rt, "", 2, "", false);
-  EXPECT_FALSE(devices.cuda);
-  EXPECT_TRUE(devices.warn);
-  EXPECT_NE(devices.why.find("2 AMD GPU(s) visible to libamdhip64.so.6"), std::string::npos) << devices.why;
-  EXPECT_NE(devices.why.find("stream execution model"), std::string::npos) << devices.why;
-  EXPECT_NE(devices.why.find("nor HIP kernels"), std::string::npos) << devices.why;
+  rt.runtimeMajor = 6;
+  rt.runtimeVersion = 60241134;
+  const BackendChoice noKernels = chooseHipBackend(&rt, "", 2, "", false);
+  EXPECT_FALSE(noKernels.cuda);
+  EXPECT_FALSE(noKernels.hip);
+  EXPECT_TRUE(noKernels.warn);
+  EXPECT_EQ(noKernels.why, "host backend: 2 AMD GPU(s) visible to libamdhip64.so.6, but this build of ACCL has no HIP "
+                           "kernels (clang-19 was not found when it was built) (ACCL_BACKEND=hip cannot be honoured)");
+  // Devices and kernels: the HIP backend, said at INFO with the runtime it found.
+  const BackendChoice asked = chooseHipBackend(&rt, "", 2, "", true);
+  EXPECT_TRUE(asked.hip);
+  EXPECT_FALSE(asked.cuda);
+  EXPECT_FALSE(asked.warn);
+  EXPECT_EQ(asked.why, "HIP backend (2 device(s), libamdhip64.so.6, ROCm 6.2, ACCL_BACKEND=hip)");
+  // "auto" trying HIP after CUDA: no WARN when it cannot be had.
+  const BackendChoice autoNoDevice = chooseHipBackend(&rt, "", 0, "no AMD GPU visible to libamdhip64.so.6", true, false);
+  EXPECT_FALSE(autoNoDevice.hip);
+  EXPECT_FALSE(autoNoDevice.warn);
+  EXPECT_EQ(autoNoDevice.why, "host backend: no AMD GPU visible to libamdhip64.so.6");
+  const BackendChoice autoHip = chooseHipBackend(&rt, "", 1, "", true, false);
+  EXPECT_TRUE(autoHip.hip);
+  EXPECT_EQ(autoHip.why, "HIP backend (1 device(s), libamdhip64.so.6, ROCm 6.2, no CUDA device)");
 }
 
 TEST(HipChoice, PointerMemoryTypesAreReadByTheRuntimesMajor) {

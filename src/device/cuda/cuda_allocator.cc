@@ -13,7 +13,7 @@ namespace {
 class CudaAllocator final : public Backend {
  public:
   explicit CudaAllocator(const DriverApi& api) : api_(api) {}
-  const char* name() const override { return "cuda"; }
+  const char* name() const override { return api_.backendName; }
 
   ncclResult_t memAlloc(const char* fn, void** ptr, size_t bytes) override {
     CudaDevice* dev = CudaDevice::get(api_, currentDevice(api_));

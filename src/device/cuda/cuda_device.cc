@@ -33,11 +33,11 @@ ncclResult_t CudaDevice::init() {
   CUdevice dev = 0;
   CUresult r = api_.deviceGet(&dev, ordinal_);
   if (r != kSuccess) {
-    WARN("CUDA device %d: cuDeviceGet failed: %s", ordinal_, errorText(api_, r).c_str());
+    WARN("%s device %d: cuDeviceGet failed: %s", api_.runtime, ordinal_, errorText(api_, r).c_str());
     return ncclUnhandledCudaError;
   }
   if ((r = api_.primaryCtxRetain(&ctx_, dev)) != kSuccess) {
-    WARN("CUDA device %d: cannot retain its primary context: %s", ordinal_, errorText(api_, r).c_str());
+    WARN("%s device %d: cannot retain its primary context: %s", api_.runtime, ordinal_, errorText(api_, r).c_str());
     return ncclUnhandledCudaError;
   }
   char bus[64] = {};
@@ -50,22 +50,25 @@ ncclResult_t CudaDevice::init() {
   v = 0;
   memOps64_ = api_.deviceGetAttribute(&v, kAttrCanUse64BitStreamMemOps, dev) == kSuccess && v;
   size_t bytes = 0;
-  const void* image = embeddedKernels(&bytes);
+  // The runtime's own image: the nvcc fatbin, or the clang offload bundle for HIP.
+  const void* image = api_.kernelImage ? api_.kernelImage(&bytes) : embeddedKernels(&bytes);
   if (bytes == 0) {
-    WARN("CUDA device %d: this build of ACCL has no CUDA kernels (nvcc was not found when it was built)", ordinal_);
+    WARN("%s device %d: this build of ACCL has no %s kernels (%s)", api_.runtime, ordinal_, api_.runtime,
+         api_.noKernelsWhy);
     return ncclInvalidUsage;
   }
   ContextScope scope(api_, ctx_);
   if ((r = api_.moduleLoadData(&module_, image)) != kSuccess) {
-    WARN("CUDA device %d (%s): cannot load ACCL's kernels: %s (built for sm 80/90/100 + PTX; is the driver older "
-         "than the CUDA toolkit ACCL was built with?)",
-         ordinal_, pciBusId_.c_str(), errorText(api_, r).c_str());
+    WARN("%s device %d (%s): cannot load ACCL's kernels: %s (%s)", api_.runtime, ordinal_, pciBusId_.c_str(),
+         errorText(api_, r).c_str(),
+         api_.kernelImage ? "built for gfx90a and gfx942; is this device another target?"
+                          : "built for sm 80/90/100 + PTX; is the driver older than the CUDA toolkit ACCL was built with?");
     return ncclUnhandledCudaError;
   }
   for (const std::string& name : libraryKernelNames()) {
     CUfunction fn = nullptr;
     if ((r = api_.moduleGetFunction(&fn, module_, name.c_str())) != kSuccess) {
-      WARN("CUDA device %d (%s): kernel %s is missing from ACCL's module: %s", ordinal_, pciBusId_.c_str(),
+      WARN("%s device %d (%s): kernel %s is missing from ACCL's module: %s", api_.runtime, ordinal_, pciBusId_.c_str(),
            name.c_str(), errorText(api_, r).c_str());
       return ncclUnhandledCudaError;
     }
@@ -85,8 +88,8 @@ ncclResult_t CudaDevice::init() {
     }
     residentCollBlocks_ = fewest * sms_;
   }
-  INFO(kSubsysInit, "CUDA device %d (%s): %zu kernels resolved at set-up, %d SMs (%d collective blocks resident at once), registered host memory %s, 64-bit stream memory operations %s",
-       ordinal_, pciBusId_.c_str(), kernels_.size(), sms_, residentCollBlocks_, hostPtrIsDevPtr_ ? "at the same address" : "mapped",
+  INFO(kSubsysInit, "%s device %d (%s): %zu kernels resolved at set-up, %d SMs (%d collective blocks resident at once), registered host memory %s, 64-bit stream memory operations %s",
+       api_.runtime, ordinal_, pciBusId_.c_str(), kernels_.size(), sms_, residentCollBlocks_, hostPtrIsDevPtr_ ? "at the same address" : "mapped",
        memOps64_ ? "yes" : "no");
   return ncclSuccess;
 }
@@ -94,7 +97,7 @@ ncclResult_t CudaDevice::init() {
 CUfunction CudaDevice::kernel(const std::string& name) const {
   auto it = kernels_.find(name);
   if (it != kernels_.end()) return it->second;
-  WARN("CUDA device %d: no kernel %s among those resolved at set-up (kernel_names.cc does not list it)", ordinal_,
+  WARN("%s device %d: no kernel %s among those resolved at set-up (kernel_names.cc does not list it)", api_.runtime, ordinal_,
        name.c_str());
   return nullptr;
 }

@@ -131,6 +131,16 @@ struct DriverApi {
   // Optional: how many blocks of a kernel fit on one SM at once.
   CUresult (*occupancyMaxActiveBlocksPerMultiprocessor)(int* blocks, CUfunction fn, int blockSize,
                                                         size_t dynamicSharedBytes) = nullptr;
+
+  // Which runtime the table drives. The HIP backend is this backend with a table whose entries
+  // call ROCm's HIP runtime (device/hip/hip_driver.h): the execution model is written once.
+  const char* runtime = "CUDA";  // in log lines: "CUDA backend", "HIP device 0"
+  const char* backendName = "cuda";  // Backend::name()
+  // The kernel image CudaDevice loads with moduleLoadData: null means the embedded nvcc fatbin;
+  // the HIP table hands the embedded clang offload bundle.
+  const void* (*kernelImage)(size_t* bytes) = nullptr;
+  // Why an empty kernelImage is empty, for the WARN.
+  const char* noKernelsWhy = "nvcc was not found when it was built";
 };
 
 // The driver of this process, loaded and initialised (cuInit) once; nullptr when there is

@@ -38,15 +38,20 @@ void describe(Table& t) {
   add(t, &a.getDeviceProperties, {"hipGetDevicePropertiesR0600", "hipGetDeviceProperties"});
   add(t, &a.deviceCanAccessPeer, {"hipDeviceCanAccessPeer"});
   add(t, &a.deviceEnablePeerAccess, {"hipDeviceEnablePeerAccess"});
+  add(t, &a.deviceSynchronize, {"hipDeviceSynchronize"});
+  add(t, &a.deviceGetUuid, {"hipDeviceGetUuid"});
   add(t, &a.moduleLoadData, {"hipModuleLoadData"});
   add(t, &a.moduleGetFunction, {"hipModuleGetFunction"});
   add(t, &a.moduleLaunchKernel, {"hipModuleLaunchKernel"});
+  add(t, &a.moduleOccupancyMaxActiveBlocksPerMultiprocessor, {"hipModuleOccupancyMaxActiveBlocksPerMultiprocessor"});
   add(t, &a.streamCreateWithFlags, {"hipStreamCreateWithFlags"});
   add(t, &a.streamDestroy, {"hipStreamDestroy"});
   add(t, &a.streamSynchronize, {"hipStreamSynchronize"});
   add(t, &a.streamQuery, {"hipStreamQuery"});
   add(t, &a.streamWaitEvent, {"hipStreamWaitEvent"});
   add(t, &a.streamIsCapturing, {"hipStreamIsCapturing"});
+  add(t, &a.streamGetDevice, {"hipStreamGetDevice"},
+      "not in ROCm 5.2: a stream of another device is then not refused by name (its launches fail instead)");
   add(t, &a.threadExchangeStreamCaptureMode, {"hipThreadExchangeStreamCaptureMode"});
   add(t, &a.streamWaitValue64, {"hipStreamWaitValue64"});
   add(t, &a.streamWriteValue64, {"hipStreamWriteValue64"});
@@ -66,6 +71,9 @@ void describe(Table& t) {
   add(t, &a.hostUnregister, {"hipHostUnregister"});
   add(t, &a.hostGetDevicePointer, {"hipHostGetDevicePointer"});
   add(t, &a.memcpyAsync, {"hipMemcpyAsync"});
+  add(t, &a.memsetD8Async, {"hipMemsetD8Async"});
+  add(t, &a.mallocAsync, {"hipMallocAsync"});
+  add(t, &a.freeAsync, {"hipFreeAsync"});
   add(t, &a.memGetAddressRange, {"hipMemGetAddressRange"});
   add(t, &a.pointerGetAttributes, {"hipPointerGetAttributes"});
   add(t, &a.ipcGetMemHandle, {"hipIpcGetMemHandle"});

@@ -12,8 +12,7 @@
 //   - hipPointerGetAttributes' memory-type values (5: host 0, device 1; 6 and later: CUDA's
 //     numbering, unregistered 0, host 1, device 2): memoryKind() reads them by the runtime's major;
 //   - entry points a release lacks (hipLaunchHostFunc is not in 5.2) are optional, each with why.
-// Collectives on HIP devices are not here: they need the execution model of kernels on the
-// caller's stream (docs/backends.md), which the CUDA backend does not have yet either.
+// The HIP backend drives this table through device/hip/hip_driver.h.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -58,6 +57,20 @@ inline constexpr unsigned kDeviceMallocFinegrained = 0x1;    // hipDeviceMallocF
 inline constexpr unsigned kStreamWaitValueGte = 0x0;         // hipStreamWaitValueGte: (*ptr & mask) >= value
 inline constexpr unsigned kStreamWaitValueEq = 0x1;          // hipStreamWaitValueEq: (*ptr & mask) == value
 inline constexpr uint64_t kWaitMaskAll = ~uint64_t{0};      // compare all 64 bits
+inline constexpr unsigned kHostMallocPortable = 0x1;         // hipHostMallocPortable
+inline constexpr unsigned kHostMallocMapped = 0x2;           // hipHostMallocMapped
+inline constexpr int kMemcpyDefault = 4;                     // hipMemcpyDefault: direction from the pointers
+// hipIpcMemLazyEnablePeerAccess: 0 in ROCm 5's hip_runtime_api.h, 0x01 in 6's (the runtime
+// compares the flags with its own value).
+inline constexpr unsigned kIpcMemLazyEnablePeerAccess5 = 0x0;
+inline constexpr unsigned kIpcMemLazyEnablePeerAccess6 = 0x1;
+// hipDeviceAttribute_t: the same values in ROCm 5's and 6's hip_runtime_api.h (CUDA-compatible
+// attributes from 0 in alphabetical order, AMD's own from 10000).
+inline constexpr int kAttrCanUseHostPointerForRegisteredMem = 4;  // hipDeviceAttributeCanUseHostPointerForRegisteredMem
+inline constexpr int kAttrMultiprocessorCount = 63;               // hipDeviceAttributeMultiprocessorCount
+inline constexpr int kAttrCanUseStreamWaitValue = 10013;          // hipDeviceAttributeCanUseStreamWaitValue
+// hipStreamCaptureStatus and hipStreamCaptureMode: CUDA's values.
+inline constexpr int kErrorPeerAccessAlreadyEnabled = 704;  // hipErrorPeerAccessAlreadyEnabled
 
 struct HipApi {
   hipError_t (*init)(unsigned flags) = nullptr;                            // hipInit
@@ -75,12 +88,16 @@ struct HipApi {
   hipError_t (*getDeviceProperties)(void* props, int device) = nullptr;  // hipGetDevicePropertiesR0600 | hipGetDeviceProperties
   hipError_t (*deviceCanAccessPeer)(int* can, int device, int peer) = nullptr;  // hipDeviceCanAccessPeer
   hipError_t (*deviceEnablePeerAccess)(int peer, unsigned flags) = nullptr;     // hipDeviceEnablePeerAccess
+  hipError_t (*deviceSynchronize)() = nullptr;                                  // hipDeviceSynchronize
+  hipError_t (*deviceGetUuid)(void* uuid16, int device) = nullptr;              // hipDeviceGetUuid (hipUUID: 16 bytes)
   // Kernels: the embedded offload bundle (device/hip/kernel_bundle.h).
   hipError_t (*moduleLoadData)(hipModule_t* module, const void* image) = nullptr;             // hipModuleLoadData
   hipError_t (*moduleGetFunction)(hipFunction_t* fn, hipModule_t module, const char* name) = nullptr;  // hipModuleGetFunction
   hipError_t (*moduleLaunchKernel)(hipFunction_t fn, unsigned gridX, unsigned gridY, unsigned gridZ, unsigned blockX,
                                    unsigned blockY, unsigned blockZ, unsigned sharedBytes, hipStream_t stream,
                                    void** params, void** extra) = nullptr;  // hipModuleLaunchKernel
+  hipError_t (*moduleOccupancyMaxActiveBlocksPerMultiprocessor)(int* blocks, hipFunction_t fn, int blockSize,
+                                                                size_t dynamicSharedBytes) = nullptr;
   // Streams, events, capture.
   hipError_t (*streamCreateWithFlags)(hipStream_t* stream, unsigned flags) = nullptr;  // hipStreamCreateWithFlags
   hipError_t (*streamDestroy)(hipStream_t stream) = nullptr;                           // hipStreamDestroy
@@ -88,6 +105,9 @@ struct HipApi {
   hipError_t (*streamQuery)(hipStream_t stream) = nullptr;                             // hipStreamQuery
   hipError_t (*streamWaitEvent)(hipStream_t stream, hipEvent_t event, unsigned flags) = nullptr;  // hipStreamWaitEvent
   hipError_t (*streamIsCapturing)(hipStream_t stream, int* status) = nullptr;                    // hipStreamIsCapturing
+  // Which device a stream belongs to (optional: not in ROCm 5.2; a backend then cannot refuse
+  // another device's stream by name).
+  hipError_t (*streamGetDevice)(hipStream_t stream, int* device) = nullptr;  // hipStreamGetDevice
   hipError_t (*threadExchangeStreamCaptureMode)(int* mode) = nullptr;  // hipThreadExchangeStreamCaptureMode
   // HIP's stream memory operations take a mask, which CUDA's do not.
   hipError_t (*streamWaitValue64)(hipStream_t stream, void* ptr, uint64_t value, unsigned flags,
@@ -109,6 +129,10 @@ struct HipApi {
   hipError_t (*hostUnregister)(void* ptr) = nullptr;                                         // hipHostUnregister
   hipError_t (*hostGetDevicePointer)(void** dptr, void* hptr, unsigned flags) = nullptr;     // hipHostGetDevicePointer
   hipError_t (*memcpyAsync)(void* dst, const void* src, size_t bytes, int kind, hipStream_t stream) = nullptr;  // hipMemcpyAsync
+  hipError_t (*memsetD8Async)(void* dst, unsigned char value, size_t bytes, hipStream_t stream) = nullptr;  // hipMemsetD8Async
+  // Stream-ordered device memory (ROCm 5.1 and later).
+  hipError_t (*mallocAsync)(void** ptr, size_t bytes, hipStream_t stream) = nullptr;  // hipMallocAsync
+  hipError_t (*freeAsync)(void* ptr, hipStream_t stream) = nullptr;                  // hipFreeAsync
   hipError_t (*memGetAddressRange)(void** base, size_t* size, void* ptr) = nullptr;  // hipMemGetAddressRange
   // Returns an error for host memory HIP does not know (CUDA reports it as host memory).
   hipError_t (*pointerGetAttributes)(PointerAttributes* attr, const void* ptr) = nullptr;  // hipPointerGetAttributes
