@@ -265,5 +265,58 @@ TEST(HipBackend, AbortWithWorkQueuedOnAHeldStreamReturnsAndReleasesTheStream) {
   EXPECT_EQ(2, done.load());
 }
 
+// Pageable host memory (hipPointerGetAttributes: unregistered in ROCm 6, an error in 5), a
+// buffer of another HIP device, a stream of another HIP device (hipStreamGetDevice) and an ACCL
+// host stream are refused by name, each with a WARN saying what to pass instead.
+TEST(HipBackend, HostAndOtherDeviceBuffersAndStreamsAreRefusedByName) {
+  REQUIRE_HIP_BACKEND();
+  if (hipDevices() < 2) GTEST_SKIP() << "SKIP: needs 2 HIP devices, the fake has " << hipDevices();
+  std::string error;
+  bool ok = runThreadRanks(
+      1, [](int) { hipSetDevice(0); },
+      [&](ncclComm_t comm, int) {
+        void *other = nullptr, *mine = nullptr;
+        hipStream_t otherStream = nullptr;
+        ASSERT_EQ(hipSuccess, hipSetDevice(1));
+        ASSERT_EQ(hipSuccess, hipMalloc(&other, 4096));
+        ASSERT_EQ(hipSuccess, hipStreamCreateWithFlags(&otherStream, hipStreamNonBlocking));
+        ASSERT_EQ(hipSuccess, hipSetDevice(0));
+        ASSERT_EQ(hipSuccess, hipMalloc(&mine, 4096));
+        std::vector<float> host(16, 1.0f);
+        EXPECT_EQ(ncclInvalidArgument, ncclAllReduce(host.data(), host.data(), 16, ncclFloat32, ncclSum, comm, nullptr));
+        std::string last = ncclGetLastError(comm);
+        EXPECT_NE(last.find("is host memory that the device cannot reach, but this communicator runs on HIP device 0: "
+                            "pass device memory (hipMalloc, ncclMemAlloc)"),
+                  std::string::npos)
+            << last;
+        EXPECT_EQ(ncclInvalidArgument, ncclAllReduce(other, mine, 16, ncclFloat32, ncclSum, comm, nullptr));
+        last = ncclGetLastError(comm);
+        EXPECT_NE(last.find("is memory of HIP device 1, but this communicator is bound to device 0"), std::string::npos)
+            << last;
+        EXPECT_EQ(ncclInvalidArgument,
+                  ncclAllReduce(mine, mine, 16, ncclFloat32, ncclSum, comm, reinterpret_cast<cudaStream_t>(otherStream)));
+        last = ncclGetLastError(comm);
+        if (fakeHipRocmMajor() >= 6) {  // hipStreamGetDevice is not in ROCm 5.2
+          EXPECT_NE(last.find("belongs to another HIP device than this communicator's (device 0)"), std::string::npos)
+              << last;
+        }
+        cudaStream_t hs = nullptr;
+        ASSERT_EQ(ncclSuccess, ncclHostStreamCreate(&hs));
+        EXPECT_EQ(ncclInvalidArgument, ncclAllReduce(mine, mine, 16, ncclFloat32, ncclSum, comm, hs));
+        last = ncclGetLastError(comm);
+        EXPECT_NE(last.find("is an ACCL host stream, but this communicator runs on HIP device 0: pass a HIP stream"),
+                  std::string::npos)
+            << last;
+        ncclHostStreamDestroy(hs);
+        hipFree(mine);
+        hipSetDevice(1);
+        hipStreamDestroy(otherStream);
+        hipFree(other);
+        hipSetDevice(0);
+      },
+      &error);
+  ASSERT_TRUE(ok) << error;
+}
+
 }  // namespace
 }  // namespace accl_hip_test
