@@ -14,7 +14,8 @@
 //     the flags must be the runtime's hipIpcMemLazyEnablePeerAccess (6: 1, 5: 0);
 //   - hipStreamWaitValue64 takes a mask (only all bits are supported here);
 //   - hipHostMalloc without hipHostMallocCoherent is counted (fakeHipNonCoherentHostAllocs):
-//     on an AMD GPU such memory is not a place for flags that kernels poll.
+//     on an AMD GPU such memory is not a place for flags that kernels poll; fine-grained
+//     hipExtMallocWithFlags allocations are counted too (fakeHipFineGrainedAllocs).
 // HIP's error numbers equal CUDA's for every error the fake returns, so they pass through.
 #include <cuda.h>
 #include <atomic>
@@ -84,6 +85,7 @@ CUdeviceptr dp(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
 std::atomic<unsigned long long> gNonCoherent{0};
 std::atomic<unsigned long long> gBundleLoads{0};
+std::atomic<unsigned long long> gFineGrained{0};
 
 }  // namespace
 
@@ -280,7 +282,12 @@ hipError_t hipMalloc(void** p, size_t bytes) {
   *p = reinterpret_cast<void*>(d);
   return r;
 }
-hipError_t hipExtMallocWithFlags(void** p, size_t bytes, unsigned) { return hipMalloc(p, bytes); }
+// hipDeviceMallocFinegrained (1) allocations are counted: where the HIP backend puts what
+// kernels of several devices poll. The core's memory is the same either way.
+hipError_t hipExtMallocWithFlags(void** p, size_t bytes, unsigned flags) {
+  if (flags == 0x1) gFineGrained++;
+  return hipMalloc(p, bytes);
+}
 hipError_t hipFree(void* p) {
   if (p == nullptr) return kSuccess;
   return ready() ? ready() : cuMemFree(dp(p));
@@ -389,6 +396,7 @@ int fakeHipIsFake(void) { return 1; }
 int fakeHipRocmMajor(void) { return rocmMajor(); }
 unsigned long long fakeHipNonCoherentHostAllocs(void) { return gNonCoherent.load(); }
 unsigned long long fakeHipBundleLoads(void) { return gBundleLoads.load(); }
+unsigned long long fakeHipFineGrainedAllocs(void) { return gFineGrained.load(); }
 
 }  // extern "C"
 #pragma GCC visibility pop

@@ -39,6 +39,7 @@ hipError_t hipGraphDestroy(hipGraph_t graph);
 int fakeHipRocmMajor(void);
 unsigned long long fakeHipNonCoherentHostAllocs(void);
 unsigned long long fakeHipBundleLoads(void);
+unsigned long long fakeHipFineGrainedAllocs(void);
 }
 
 inline constexpr hipError_t hipSuccess = 0;

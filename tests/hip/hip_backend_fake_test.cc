@@ -91,8 +91,9 @@ void matrixOnThreadRanks(int n, bool ownDevices) {
   for (int r = 0; r < n; r++) EXPECT_TRUE(perRank[r].empty()) << accl_test::joinedLines(perRank[r]);
 }
 
-// The backend says what it is, loads the HIP bundle (the fake refuses any other image) and
-// allocates every host flag that kernels poll as coherent memory.
+// The backend says what it is, loads the HIP bundle (the fake refuses any other image), gives
+// ncclMemAlloc HIP device memory, and allocates every host flag that kernels poll as coherent
+// memory and the mailboxes as fine-grained device memory.
 TEST(HipBackend, IsChosenByAcclBackendHipAndLoadsTheOffloadBundle) {
   REQUIRE_HIP_BACKEND();
   const std::string why = accl_test_backendWhy();
@@ -101,10 +102,25 @@ TEST(HipBackend, IsChosenByAcclBackendHipAndLoadsTheOffloadBundle) {
   EXPECT_EQ(why, "HIP backend (" + std::to_string(hipDevices()) + " device(s), libamdhip64.so.6, ROCm " + major +
                      ".2, ACCL_BACKEND=hip)");
   EXPECT_GE(fakeHipBundleLoads(), 1u);
+  // ncclMemAlloc: device memory of the current HIP device, usable by HIP copies.
+  void* m = nullptr;
+  ASSERT_EQ(ncclSuccess, ncclMemAlloc(&m, 1 << 20));
+  std::vector<char> pattern(1 << 20, 7), back(1 << 20, 0);
+  hipStream_t s = nullptr;
+  ASSERT_EQ(hipSuccess, hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
+  EXPECT_EQ(hipSuccess, hipMemcpyAsync(m, pattern.data(), pattern.size(), hipMemcpyDefault, s));
+  EXPECT_EQ(hipSuccess, hipMemcpyAsync(back.data(), m, back.size(), hipMemcpyDefault, s));
+  EXPECT_EQ(hipSuccess, hipStreamSynchronize(s));
+  EXPECT_EQ(pattern, back);
+  EXPECT_EQ(fakeCudaIsDevicePointer(m), 1);
+  EXPECT_EQ(ncclSuccess, ncclMemFree(m));
+  hipStreamDestroy(s);
   matrixOnThreadRanks(2, false);
   EXPECT_EQ(fakeHipNonCoherentHostAllocs(), 0u) << "host memory for the device was allocated without "
                                                    "hipHostMallocCoherent";
   EXPECT_GT(fakeCudaKernelRuns("accl_coll_float32_sum"), 0u) << "no collective ran as a kernel";
+  // The two ranks' mailboxes, which the other rank's kernel polls: fine-grained memory.
+  EXPECT_GE(fakeHipFineGrainedAllocs(), 2u);
 }
 
 TEST(HipBackend, MatrixOnOneRank) { matrixOnThreadRanks(1, false); }

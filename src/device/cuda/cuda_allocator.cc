@@ -25,7 +25,8 @@ class CudaAllocator final : public Backend {
     CUdeviceptr p = 0;
     CUresult r = api_.memAlloc(&p, bytes ? bytes : 1);
     if (r != kSuccess) {
-      WARN("%s: cuMemAlloc of %zu bytes on CUDA device %d failed: %s", fn, bytes, dev->ordinal(),
+      WARN("%s: device memory allocation of %zu bytes on %s device %d failed: %s", fn, bytes, api_.runtime,
+           dev->ordinal(),
            errorText(api_, r).c_str());
       return r == 2 ? ncclSystemError : ncclUnhandledCudaError;  // 2: CUDA_ERROR_OUT_OF_MEMORY
     }
@@ -72,7 +73,7 @@ class CudaAllocator final : public Backend {
 
  private:
   ncclResult_t unusable(const char* what) {
-    WARN("CUDA backend: %s called on the process allocator (internal error)", what);
+    WARN("%s backend: %s called on the process allocator (internal error)", api_.runtime, what);
     return ncclInternalError;
   }
   const DriverApi& api_;

@@ -61,8 +61,9 @@ ncclResult_t CudaDevice::init() {
   if ((r = api_.moduleLoadData(&module_, image)) != kSuccess) {
     WARN("%s device %d (%s): cannot load ACCL's kernels: %s (%s)", api_.runtime, ordinal_, pciBusId_.c_str(),
          errorText(api_, r).c_str(),
-         api_.kernelImage ? "built for gfx90a and gfx942; is this device another target?"
-                          : "built for sm 80/90/100 + PTX; is the driver older than the CUDA toolkit ACCL was built with?");
+         api_.kernelImage
+             ? "built for gfx90a and gfx942; is this device another target?"
+             : "built for sm 80/90/100 + PTX; is the driver older than the CUDA toolkit ACCL was built with?");
     return ncclUnhandledCudaError;
   }
   for (const std::string& name : libraryKernelNames()) {

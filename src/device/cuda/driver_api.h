@@ -132,6 +132,10 @@ struct DriverApi {
   CUresult (*occupancyMaxActiveBlocksPerMultiprocessor)(int* blocks, CUfunction fn, int blockSize,
                                                         size_t dynamicSharedBytes) = nullptr;
 
+  // Optional: device memory that kernels of other devices and processes poll (the collective
+  // mailboxes, exported with ipcGetMemHandle); null: memAlloc. HIP: fine-grained memory.
+  CUresult (*memAllocShared)(CUdeviceptr* ptr, size_t bytes) = nullptr;
+
   // Which runtime the table drives. The HIP backend is this backend with a table whose entries
   // call ROCm's HIP runtime (device/hip/hip_driver.h): the execution model is written once.
   const char* runtime = "CUDA";  // in log lines: "CUDA backend", "HIP device 0"

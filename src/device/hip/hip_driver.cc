@@ -104,6 +104,15 @@ CUresult memAlloc(CUdeviceptr* p, size_t bytes) {
   *p = dp(q);
   return r;
 }
+// Mailboxes: polled by kernels of other devices and processes while their owner writes them.
+// hipMalloc memory is coarse-grained (coherent only at kernel boundaries); fine-grained memory
+// is what such flags need, and it can be exported with hipIpcGetMemHandle.
+CUresult memAllocShared(CUdeviceptr* p, size_t bytes) {
+  void* q = nullptr;
+  const hipError_t r = g->extMallocWithFlags(&q, bytes, kDeviceMallocFinegrained);
+  *p = dp(q);
+  return r;
+}
 CUresult memFree(CUdeviceptr p) { return g->free(vp(p)); }
 CUresult memcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
   hipError_t r = g->memcpyAsync(vp(dst), src, bytes, kMemcpyDefault, nullptr);
@@ -242,6 +251,7 @@ cuda::DriverApi build() {
   t.moduleLoadData = moduleLoadData;
   t.moduleGetFunction = moduleGetFunction;
   t.memAlloc = memAlloc;
+  t.memAllocShared = memAllocShared;
   t.memFree = memFree;
   t.memcpyHtoD = memcpyHtoD;
   t.memcpyDtoH = memcpyDtoH;
