@@ -326,7 +326,7 @@ class CudaBackend final : public Backend {
     void* params[] = {&a};
     CUresult r = api_.launchKernel(fn, 1, 1, 1, kern::kStagedThreads, 1, 1, 0, s.handle, params, nullptr);
     if (r != kSuccess) {
-      WARN("CUDA backend on device %d: launch of accl_staged on stream %p failed: %s", dev_.ordinal(),
+      WARN("%s backend on device %d: launch of accl_staged on stream %p failed: %s", api_.runtime, dev_.ordinal(),
            static_cast<void*>(s.handle), errorText(api_, r).c_str());
       return ncclUnhandledCudaError;
     }
