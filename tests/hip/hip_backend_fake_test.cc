@@ -128,6 +128,34 @@ TEST(HipBackend, MatrixOnFourThreadRanksOnOneDevice) { matrixOnThreadRanks(4, fa
 TEST(HipBackend, MatrixOnTwoThreadRanksOnTwoDevices) { matrixOnThreadRanks(2, true); }
 TEST(HipBackend, MatrixOnFourThreadRanksOnFourDevices) { matrixOnThreadRanks(4, true); }
 
+// More ranks than the collective kernel serves (16): 18 thread ranks on 6 HIP devices run the
+// matrix (fewer roots: every root of 18 ranks would take minutes on two CPUs) as staged kernels
+// on the caller's stream (comm/staged_path.h), not through stream gates.
+TEST(HipBackend, MatrixOnEighteenThreadRanksOnSixDevicesRunsStagedKernels) {
+  setenv("FAKE_CUDA_DEVICES", "6", 1);  // read by the fake core at its first call
+  REQUIRE_HIP_BACKEND();
+  const int n = 18, devices = 6;
+  if (hipDevices() < devices) GTEST_SKIP() << "SKIP: needs 6 HIP devices, the fake has " << hipDevices();
+  accl_test::MatrixScope scope;
+  scope.fewRoots = true;
+  const auto cases = accl_test::buildMatrix(n, scope);
+  std::vector<std::vector<std::string>> perRank(n);
+  accl_test::Watchdog watchdog(n, 300);
+  const unsigned long long memopsBefore = fakeCudaMemopRuns();
+  std::string error;
+  bool ok = runThreadRanks(
+      n, [](int rank) { hipSetDevice(rank % devices); },
+      [&](ncclComm_t comm, int rank) {
+        HipMatrixDevice dev(true, rank % devices);
+        perRank[rank] = accl_test::runMatrixCases(comm, rank, n, cases, &watchdog, false, &dev);
+      },
+      &error);
+  ASSERT_TRUE(ok) << error;
+  for (int r = 0; r < n; r++) EXPECT_TRUE(perRank[r].empty()) << "rank " << r << ":\n" << accl_test::joinedLines(perRank[r]);
+  EXPECT_GT(fakeCudaKernelRuns("accl_staged"), 0u) << "no staged kernel ran";
+  EXPECT_EQ(fakeCudaMemopRuns(), memopsBefore) << "stream gates (hipStreamWaitValue64) served a collective";
+}
+
 // A child process's part of the multi-process tests: every case on HIP device buffers.
 void runMatrixInChild(const accl_test::ChildRole& role) {
   hipSetDevice(0);
