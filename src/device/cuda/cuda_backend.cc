@@ -63,16 +63,20 @@ class CudaBackend final : public Backend {
     // streams of this device.
     CUresult r = api_.streamCreate(&inner_, kStreamNonBlocking);
     if (r != kSuccess) {
-      WARN("CUDA backend: cannot create a stream on device %d: %s", dev_.ordinal(), errorText(api_, r).c_str());
+      WARN("%s backend: cannot create a stream on device %d: %s", api_.runtime, dev_.ordinal(),
+           errorText(api_, r).c_str());
       return ncclUnhandledCudaError;
     }
-    INFO(kSubsysInit, "CUDA backend on device %d (%s): ready (its communicators' collectives are kernels queued on the "
-         "caller's stream)",
+    INFO(kSubsysInit, "%s backend on device %d (%s): ready (its communicators' collectives are kernels queued on the "
+         "caller's stream)", api_.runtime,
          dev_.ordinal(), dev_.pciBusId().c_str());
     return ncclSuccess;
   }
 
-  const char* name() const override { return "cuda"; }
+  const char* name() const override { return api_.backendName; }
+  // The HIP backend (this one over device/hip/hip_driver.h): for the few messages that name
+  // runtime calls or contexts.
+  bool hip() const { return std::strcmp(api_.runtime, "HIP") == 0; }
   // The communicator's device (the one this backend drives), for NUMA placement, the NIC next
   // to it and the kernel path's peer access.
   std::string pciBusId(int dev) const override {
@@ -118,14 +122,29 @@ class CudaBackend final : public Backend {
   // Plain cuMemAlloc (memory of the stream-ordered allocator cannot be exported this way).
   ncclResult_t allocShared(size_t bytes, Buffer* out, SharedHandle* handle) override {
     void* p = nullptr;
-    NCCLCHECK(memAlloc("CUDA IPC ring", &p, bytes));
+    if (api_.memAllocShared) {
+      // Memory that kernels of other devices and processes poll (mailboxes): the runtime's own
+      // kind for it where plain device memory is not coherent across devices (HIP).
+      ContextScope scope(api_, dev_.context());
+      RelaxedCapture relaxed(api_);
+      CUdeviceptr d = 0;
+      if (CUresult r = api_.memAllocShared(&d, bytes ? bytes : 1); r != kSuccess) {
+        WARN("%s backend: cannot allocate a %zu-byte shared buffer on device %d: %s", api_.runtime, bytes,
+             dev_.ordinal(), errorText(api_, r).c_str());
+        return ncclUnhandledCudaError;
+      }
+      p = reinterpret_cast<void*>(d);
+    } else {
+      NCCLCHECK(memAlloc("CUDA IPC ring", &p, bytes));
+    }
     Buffer b(static_cast<char*>(p), [this](char* q) { memFree("CUDA IPC ring", q); });
     ContextScope scope(api_, dev_.context());
     RelaxedCapture relaxed(api_);
     IpcMemHandle h{};
     CUresult r = api_.ipcGetMemHandle(&h, reinterpret_cast<CUdeviceptr>(p));
     if (r != kSuccess) {
-      WARN("CUDA backend: cuIpcGetMemHandle of a %zu-byte ring on device %d failed: %s", bytes, dev_.ordinal(),
+      WARN("%s backend: cuIpcGetMemHandle of a %zu-byte ring on device %d failed: %s", api_.runtime, bytes,
+           dev_.ordinal(),
            errorText(api_, r).c_str());
       return ncclUnhandledCudaError;
     }
@@ -136,7 +155,7 @@ class CudaBackend final : public Backend {
     r = api_.memsetD8Async(reinterpret_cast<CUdeviceptr>(p), 0, bytes, inner_);
     if (r == kSuccess) r = api_.streamSynchronize(inner_);
     if (r != kSuccess) {
-      WARN("CUDA backend: cannot zero a %zu-byte shared buffer on device %d: %s", bytes, dev_.ordinal(),
+      WARN("%s backend: cannot zero a %zu-byte shared buffer on device %d: %s", api_.runtime, bytes, dev_.ordinal(),
            errorText(api_, r).c_str());
       return ncclUnhandledCudaError;
     }
@@ -266,7 +285,8 @@ class CudaBackend final : public Backend {
     if (r == kSuccess) r = api_.memHostGetDevicePointer(&d, p, 0);
     if (r != kSuccess) {
       if (p) api_.memFreeHost(p);
-      WARN("CUDA backend: cannot allocate %zu bytes of mapped host memory for device %d: %s", bytes, dev_.ordinal(),
+      WARN("%s backend: cannot allocate %zu bytes of mapped host memory for device %d: %s", api_.runtime, bytes,
+           dev_.ordinal(),
            errorText(api_, r).c_str());
       return ncclUnhandledCudaError;
     }
@@ -302,7 +322,7 @@ class CudaBackend final : public Backend {
       CUresult r = api_.memsetD8Async(
           progress, 0, sizeof(kern::MailboxHeader::folded) + sizeof(kern::MailboxHeader::sentChunks), s.handle);
       if (r != kSuccess) {
-        WARN("CUDA backend on device %d: cuMemsetD8Async on stream %p failed: %s", dev_.ordinal(),
+        WARN("%s backend on device %d: cuMemsetD8Async on stream %p failed: %s", api_.runtime, dev_.ordinal(),
              static_cast<void*>(s.handle), errorText(api_, r).c_str());
         return ncclUnhandledCudaError;
       }
@@ -311,7 +331,7 @@ class CudaBackend final : public Backend {
     CUresult r = api_.launchKernel(fn, static_cast<unsigned>(a.ntasks), 1, 1, kern::kCollThreads, 1, 1, 0, s.handle,
                                    params, nullptr);
     if (r != kSuccess) {
-      WARN("CUDA backend on device %d: launch of %s (%d blocks) on stream %p failed: %s", dev_.ordinal(),
+      WARN("%s backend on device %d: launch of %s (%d blocks) on stream %p failed: %s", api_.runtime, dev_.ordinal(),
            name.c_str(), a.ntasks, static_cast<void*>(s.handle), errorText(api_, r).c_str());
       return ncclUnhandledCudaError;
     }
@@ -341,7 +361,8 @@ class CudaBackend final : public Backend {
     CUdeviceptr p = 0;
     CUresult r = api_.ipcOpenMemHandle(&p, h, kIpcMemLazyEnablePeerAccess);
     if (r != kSuccess) {
-      WARN("CUDA backend: cuIpcOpenMemHandle on device %d failed: %s (has the peer process exited?)", dev_.ordinal(),
+      WARN("%s backend: cuIpcOpenMemHandle on device %d failed: %s (has the peer process exited?)", api_.runtime,
+           dev_.ordinal(),
            errorText(api_, r).c_str());
       return ncclUnhandledCudaError;
     }
@@ -359,8 +380,8 @@ class CudaBackend final : public Backend {
     // DEVICEMAP: the kernels read and write the rings through their device mapping.
     CUresult r = api_.memHostRegister(p, bytes, kMemHostRegisterPortable | kMemHostRegisterDeviceMap);
     if (r != kSuccess) {
-      INFO(kSubsysInit, "CUDA backend: cannot pin %zu bytes of ring memory at %p (%s); copies to and from it go through "
-           "the driver's pageable path", bytes, p, errorText(api_, r).c_str());
+      INFO(kSubsysInit, "%s backend: cannot pin %zu bytes of ring memory at %p (%s); copies to and from it go through "
+           "the driver's pageable path", api_.runtime, bytes, p, errorText(api_, r).c_str());
       return nullptr;
     }
     const DriverApi* api = &api_;
@@ -376,8 +397,8 @@ class CudaBackend final : public Backend {
   // comm/staged_path.h); the host path's planner, which asks for it, never plans for one.
   ncclResult_t scratch(size_t bytes, Buffer* out) override {
     (void)out;
-    WARN("CUDA backend on device %d: %zu bytes of scratch asked for, but nothing on a CUDA communicator runs "
-         "through the host path (internal error)",
+    WARN("%s backend on device %d: %zu bytes of scratch asked for, but nothing on a CUDA communicator runs "
+         "through the host path (internal error)", api_.runtime,
          dev_.ordinal(), bytes);
     return ncclInternalError;
   }
@@ -385,16 +406,18 @@ class CudaBackend final : public Backend {
   ncclResult_t checkBuffer(const char* fn, const char* what, const void* p) override {
     PointerInfo info = pointerInfo(api_, p);
     if (info.kind == PointerKind::Host && deviceAddress(p) == nullptr) {
-      WARN("%s: %s %p is host memory that the device cannot reach, but this communicator runs on CUDA device %d: "
-           "pass device memory (cudaMalloc, ncclMemAlloc) or mapped pinned host memory (cudaHostAlloc, "
-           "cudaHostRegister with cudaHostRegisterMapped), or set ACCL_BACKEND=host to run on host buffers",
-           fn, what, p, dev_.ordinal());
+      WARN("%s: %s %p is host memory that the device cannot reach, but this communicator runs on %s device %d: "
+           "pass device memory (%s, ncclMemAlloc) or mapped pinned host memory (%s), or set ACCL_BACKEND=host to run "
+           "on host buffers",
+           fn, what, p, api_.runtime, dev_.ordinal(), hip() ? "hipMalloc" : "cudaMalloc",
+           hip() ? "hipHostMalloc, hipHostRegister with hipHostRegisterMapped"
+                 : "cudaHostAlloc, cudaHostRegister with cudaHostRegisterMapped");
       return ncclInvalidArgument;
     }
     if (info.kind == PointerKind::Device && info.device != dev_.ordinal()) {
-      WARN("%s: %s %p is memory of CUDA device %d, but this communicator is bound to device %d (the device current "
+      WARN("%s: %s %p is memory of %s device %d, but this communicator is bound to device %d (the device current "
            "when it was created)",
-           fn, what, p, info.device, dev_.ordinal());
+           fn, what, p, api_.runtime, info.device, dev_.ordinal());
       return ncclInvalidArgument;
     }
     return ncclSuccess;
@@ -406,20 +429,26 @@ class CudaBackend final : public Backend {
     out->kind = StreamKind::Device;
     if (isSpecialStream(s)) return ncclSuccess;
     if (lookupHostStream(s) != nullptr) {
-      WARN("%s: stream %p is an ACCL host stream, but this communicator runs on CUDA device %d: pass a CUDA stream, "
+      WARN("%s: stream %p is an ACCL host stream, but this communicator runs on %s device %d: pass a %s stream, "
            "or set ACCL_BACKEND=host to run on host buffers and host streams",
-           fn, static_cast<void*>(s), dev_.ordinal());
+           fn, static_cast<void*>(s), api_.runtime, dev_.ordinal(), api_.runtime);
       return ncclInvalidArgument;
     }
     CUcontext ctx = nullptr;
     CUresult r = api_.streamGetCtx(s, &ctx);
     if (r != kSuccess) {
-      WARN("%s: stream %p is not a usable CUDA stream: %s", fn, static_cast<void*>(s), errorText(api_, r).c_str());
+      WARN("%s: stream %p is not a usable %s stream: %s", fn, static_cast<void*>(s), api_.runtime,
+           errorText(api_, r).c_str());
       return ncclInvalidArgument;
     }
     if (ctx != dev_.context()) {
-      WARN("%s: stream %p belongs to another CUDA context than this communicator's (device %d's primary context)", fn,
-           static_cast<void*>(s), dev_.ordinal());
+      // HIP has no contexts here: its "context" is the stream's device.
+      if (hip())
+        WARN("%s: stream %p belongs to another HIP device than this communicator's (device %d)", fn,
+             static_cast<void*>(s), dev_.ordinal());
+      else
+        WARN("%s: stream %p belongs to another CUDA context than this communicator's (device %d's primary context)",
+             fn, static_cast<void*>(s), dev_.ordinal());
       return ncclInvalidArgument;
     }
     return ncclSuccess;
@@ -429,8 +458,8 @@ class CudaBackend final : public Backend {
   // driver cannot see would hang behind the caller's own stream (docs/gpu.md, "Who waits for whom").
   ncclResult_t enqueue(const StreamRef& s, StreamTask task) override {
     (void)task;
-    WARN("CUDA backend on device %d: work for stream %p reached the host path (internal error): CUDA communicators "
-         "run their collectives as kernels on the caller's stream",
+    WARN("%s backend on device %d: work for stream %p reached the host path (internal error): CUDA communicators "
+         "run their collectives as kernels on the caller's stream", api_.runtime,
          dev_.ordinal(), static_cast<void*>(s.handle));
     return ncclInternalError;
   }
@@ -543,7 +572,8 @@ class CudaBackend final : public Backend {
   }
 
   Fence fail(const char* what, CUresult r) {
-    if (!failed_) WARN("CUDA backend on device %d: %s failed: %s", dev_.ordinal(), what, errorText(api_, r).c_str());
+    if (!failed_)
+      WARN("%s backend on device %d: %s failed: %s", api_.runtime, dev_.ordinal(), what, errorText(api_, r).c_str());
     failed_ = true;
     return {};
   }

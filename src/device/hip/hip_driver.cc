@@ -186,7 +186,7 @@ CUresult deviceGetAttribute(int* value, int attribute, CUdevice d) {
     case cuda::kAttrMultiprocessorCount: return g->deviceGetAttribute(value, kAttrMultiprocessorCount, d);
     case cuda::kAttrCanUseHostPointerForRegisteredMem:
       return g->deviceGetAttribute(value, kAttrCanUseHostPointerForRegisteredMem, d);
-    // hipStreamWaitValue64/hipStreamWriteValue64 are what the gate model's memory operations map to.
+    // Asked by CudaDevice for its set-up line; HIP has hipStreamWaitValue64/hipStreamWriteValue64.
     case cuda::kAttrCanUse64BitStreamMemOps: return g->deviceGetAttribute(value, kAttrCanUseStreamWaitValue, d);
   }
   return cuda::kErrorInvalidValue;  // not asked by the backend
