@@ -34,7 +34,11 @@ build: configure
 run: deps build
 	@bash scripts/run-demo.sh $(BUILD)
 
+# The quick sanitizer tests' own builds of the library (tests/sanitize/quick.sh) are made here,
+# before ctest, with every CPU: the suite then times tests, not compilers.
 test: deps deps-torch build
+	QUICK_BUILD_ONLY=1 sh tests/sanitize/quick.sh asan-ubsan $(CURDIR) $(abspath $(BUILD))/sanitize $(JOBS)
+	QUICK_BUILD_ONLY=1 sh tests/sanitize/quick.sh tsan $(CURDIR) $(abspath $(BUILD))/sanitize $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j 2 --timeout 600
 
 # ACCL next to OpenMPI and Gloo, interleaved, in one run (perf/compare.py; BENCH_ARGS adds options,
