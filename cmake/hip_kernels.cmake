@@ -77,9 +77,7 @@ if(ACCL_HIP_BUILT_ARCHS)
             -mcode-object-version=5 --gpu-bundle-output -std=c++20 -O3 -ffp-contract=off
             -Wall -Wextra -Werror -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/kernels
             ${CMAKE_SOURCE_DIR}/kernels/hip/device_kernels.hip -o ${ACCL_HIP_BUNDLE}
-    DEPENDS ${CMAKE_SOURCE_DIR}/kernels/hip/device_kernels.hip ${CMAKE_SOURCE_DIR}/kernels/device_kernels.h
-            ${CMAKE_SOURCE_DIR}/kernels/portable.h ${CMAKE_SOURCE_DIR}/kernels/host/element_types.h
-            ${CMAKE_SOURCE_DIR}/kernels/host/float_formats.h ${CMAKE_SOURCE_DIR}/include/nccl.h
+    DEPENDS ${CMAKE_SOURCE_DIR}/kernels/hip/device_kernels.hip ${ACCL_KERNEL_HEADERS} ${CMAKE_SOURCE_DIR}/include/nccl.h
     COMMENT "clang: HIP kernels for ${ACCL_HIP_BUILT_ARCHS}" VERBATIM)
   add_custom_target(accl_hip_kernels ALL DEPENDS ${ACCL_HIP_BUNDLE})
   install(FILES ${ACCL_HIP_BUNDLE} DESTINATION lib)
