@@ -36,9 +36,6 @@ struct TransportSetup {
   std::string netName;                           // NCCL_NET / config.netName ("" = any)
   const topo::CpuMask* helperCpus = nullptr;     // where helper threads run (null/empty: anywhere)
   const topo::RankLocality* locality = nullptr;  // the rank's GPU and NUMA node (null: unknown)
-  // Pins host memory that device data is copied to and from (dev::Backend::pinHostMemory);
-  // the memory stays pinned while the handle lives. Null handle: not pinned (host backend).
-  std::function<std::shared_ptr<void>(void*, size_t)> pinHost;
   // Where eager transports put the connections they make in setup(), by peer rank.
   std::vector<std::unique_ptr<PeerConnection>>* conns = nullptr;
 

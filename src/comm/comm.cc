@@ -97,7 +97,6 @@ TransportSetup Comm::transportSetup() {
   t.netName = config.netName;
   t.helperCpus = &helperCpus;
   t.locality = &locality;
-  t.pinHost = [b = backend](void* p, size_t bytes) { return b->pinHostMemory(p, bytes); };
   return t;
 }
 

@@ -33,9 +33,6 @@ struct StreamRef {
   StreamKind kind = StreamKind::Caller;
   cudaStream_t handle = nullptr;  // as the user passed it
   HostStream* host = nullptr;     // kind == Host
-  // Device: the work has no peers, so its data calls go straight onto this stream, in call
-  // order, from the calling thread (no hand-off, nothing to wait for on the host).
-  bool direct = false;
 
   bool operator==(const StreamRef& o) const { return handle == o.handle && kind == o.kind; }
 };
@@ -168,19 +165,9 @@ class Backend {
     return ncclInvalidUsage;
   }
 
-  // Host memory that the data calls copy to and from all the time (a transport's staging
-  // rings): page-locked and registered with the device's driver where the backend has one, so
-  // its copies are DMA transfers that need no bounce buffer and do not block the host. The
-  // memory stays pinned while the returned handle lives; null when nothing was pinned (host
-  // backend, or the driver refused: the copies then still work, more slowly).
-  virtual std::shared_ptr<void> pinHostMemory(void* p, size_t bytes) {
-    (void)p, (void)bytes;
-    return nullptr;
-  }
-
   // Backends with the same domain share their streams: a stream handle names the same stream
-  // in both (the CUDA backends of one device). Works of several communicators queued on one
-  // such stream by one group run together, behind one gate.
+  // in both (the CUDA backends of one device), which stream claims (sched/stream_claims.h)
+  // need to tell two ranks queued on one stream.
   virtual const void* streamDomain() const { return this; }
   // User buffers of this backend are host memory (the CPU may read and write them directly,
   // as the ShmDirect board does).

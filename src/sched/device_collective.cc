@@ -212,9 +212,7 @@ void buildCollective(const OpDesc& op, int rank, int n, LaunchDraft* d) {
 
 // Queues a copy of `bytes` at src into staging memory at dst on `stream`, ahead of the launch.
 ncclResult_t copyAside(dev::Backend& backend, const dev::StreamRef& stream, char* dst, const void* src, size_t bytes) {
-  dev::StreamRef direct = stream;
-  direct.direct = true;
-  backend.copy(direct, dst, src, bytes, false);
+  backend.copy(stream, dst, src, bytes, false);
   return backend.failed() ? ncclUnhandledCudaError : ncclSuccess;
 }
 

@@ -71,11 +71,6 @@ TEST(HipRuntime, LoadsTheNewestSonameAndBindsEveryEntryPoint) {
   } else {
     EXPECT_EQ(api->propertiesLayout, 0);
   }
-  // ROCm 5.2 (Debian's) lacks hipLaunchHostFunc: bound as optional, left null.
-  if (api->runtimeVersion / 100000 == 502) {
-    EXPECT_EQ(api->launchHostFunc, nullptr);
-    EXPECT_NE(optionalMissing.find("hipLaunchHostFunc"), std::string::npos);
-  }
 }
 
 TEST(HipRuntime, NoDeviceIsReportedWithTheRuntimesOwnErrors) {

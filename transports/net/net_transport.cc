@@ -101,7 +101,6 @@ ncclResult_t NetTransport::setup(TransportSetup& ctx, const std::vector<int>& pe
   ringBytes_ = ctx.ringBytes;
   bell_ = ctx.bell;
   if (ctx.helperCpus) cpus_ = *ctx.helperCpus;
-  pinHost_ = ctx.pinHost;
   mine_.assign(static_cast<size_t>(ctx.nranks), false);
   for (int p : peers) {
     mine_[static_cast<size_t>(p)] = true;
@@ -135,7 +134,7 @@ std::shared_ptr<SocketConnection> NetTransport::incomingConnection(int peer) {
   if (!in.conn) {
     const SocketLayout layout = layoutFor(peer);
     const SocketPeer who = describeSocketPeer(*peers_, self_.rank, peer, layout.perRail());
-    in.conn = makeSocketConnection(ringBytes_, layout, bell_, who, cpus_, pinHost_);
+    in.conn = makeSocketConnection(ringBytes_, layout, bell_, who, cpus_);
     if (layout.nrails > 1) {
       // The peer redials; we tell it at once when our end of a stripe fails (rail_failover.cc).
       SocketLink::Redial redial;
@@ -247,7 +246,7 @@ ncclResult_t NetTransport::connect(TransportSetup& ctx, int peer, std::unique_pt
   self.railAddrs.resize(to.railAddrs.size());
   std::vector<net::Socket> socks;
   NCCLCHECK(net::connectDataSockets(self, to, layout.nsocks(), ctx.abortFlag, &socks));
-  std::shared_ptr<SocketConnection> conn = makeSocketConnection(ringBytes_, layout, bell_, who, cpus_, pinHost_);
+  std::shared_ptr<SocketConnection> conn = makeSocketConnection(ringBytes_, layout, bell_, who, cpus_);
   if (layout.nrails > 1) {
     // A lost socket comes back on another rail: connect from our address there to the peer's.
     const std::atomic<int>* abortFlag = ctx.abortFlag;

@@ -58,7 +58,6 @@ class NetTransport final : public Transport {
   size_t ringBytes_ = 0;
   Doorbell* bell_ = nullptr;
   topo::CpuMask cpus_;
-  std::function<std::shared_ptr<void>(void*, size_t)> pinHost_;  // TransportSetup::pinHost
   std::mutex mu_;
   std::map<int, Incoming> incoming_;
   // Connections this rank opened (to higher ranks), for the peer's notice that a rail failed.

@@ -169,14 +169,13 @@ class ShmRecv final : public RecvChannel {
 class ShmConnection final : public PeerConnection {
  public:
   // `peerHeader` and `outSlot` map the peer's segment; `inSlot` lies in this rank's own.
-  // `sendData`/`recvData`: where the ring data lies when not in the slots (device rings), else null.
   ShmConnection(std::unique_ptr<Mapping> peerHeader, std::unique_ptr<Mapping> outSlot, char* inSlot, size_t cap,
-                Doorbell* myBell, int peerRank, char* sendData, char* recvData, const char* name)
+                Doorbell* myBell, int peerRank)
       : peerHeader_(std::move(peerHeader)), outSlot_(std::move(outSlot)),
         outRing_(reinterpret_cast<RingHeader*>(outSlot_->at(0))), inRing_(reinterpret_cast<RingHeader*>(inSlot)),
         peerBell_(&reinterpret_cast<SegmentHeader*>(peerHeader_->at(0))->bell), myBell_(myBell), peerRank_(peerRank),
-        name_(name), send_(outRing_, sendData ? sendData : outSlot_->at(kPage), cap, peerSegment(), peerRank),
-        recv_(inRing_, recvData ? recvData : inSlot + kPage, cap, peerSegment(), peerRank) {}
+        send_(outRing_, outSlot_->at(kPage), cap, peerSegment(), peerRank),
+        recv_(inRing_, inSlot + kPage, cap, peerSegment(), peerRank) {}
   SendChannel* send() override { return &send_; }
   RecvChannel* recv() override { return &recv_; }
   void close(int culprit) override { mark(culprit >= 0 ? static_cast<uint32_t>(culprit) + 2 : 1); }
@@ -196,11 +195,7 @@ class ShmConnection final : public PeerConnection {
     }
     return -1;
   }
-  const char* transportName() const override { return name_; }
-  // Keeps ring memory pinned for a device backend (TransportSetup::pinHost) while connected.
-  void keepPinned(std::shared_ptr<void> pin) {
-    if (pin) pins_.push_back(std::move(pin));
-  }
+  const char* transportName() const override { return "SHM"; }
 
  private:
   const SegmentHeader* peerSegment() const { return reinterpret_cast<const SegmentHeader*>(peerHeader_->at(0)); }
@@ -211,10 +206,8 @@ class ShmConnection final : public PeerConnection {
   Doorbell* peerBell_;
   Doorbell* myBell_;
   int peerRank_;
-  const char* name_;
   ShmSend send_;
   ShmRecv recv_;
-  std::vector<std::shared_ptr<void>> pins_;  // last: unpinned before the mappings go
 };
 
 }  // namespace
@@ -265,11 +258,6 @@ bool ShmTransport::canConnect(const PeerInfo& me, const PeerInfo& peer) const {
 }
 
 ncclResult_t ShmTransport::connect(TransportSetup& ctx, int peer, std::unique_ptr<PeerConnection>* out) {
-  return connectData(ctx, peer, nullptr, nullptr, "SHM", out);
-}
-
-ncclResult_t ShmTransport::connectData(TransportSetup& ctx, int peer, char* sendData, char* recvData, const char* name,
-                                       std::unique_ptr<PeerConnection>* out) {
   const PeerInfo& info = (*ctx.peers)[peer];
   std::string path = "/proc/" + std::to_string(info.pid) + "/fd/" + std::to_string(info.shmFd);
   int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
@@ -279,7 +267,7 @@ ncclResult_t ShmTransport::connectData(TransportSetup& ctx, int peer, char* send
     // this rank's own segment, so receives drain that and then fail naming it; sends fail at once.
     INFO(kSubsysShm, "rank %d: %s closed its shared memory before this rank connected (%s): it left", ctx.rank,
          ctx.describePeer(peer).c_str(), path.c_str());
-    return departedPeer(peer, recvData, name, out);
+    return departedPeer(peer, out);
   }
   if (fd < 0) {
     WARN("rank %d: cannot open the shared memory of %s (%s: %s): the process is gone or not accessible",
@@ -298,19 +286,13 @@ ncclResult_t ShmTransport::connectData(TransportSetup& ctx, int peer, char* send
          path.c_str(), ctx.describePeer(peer).c_str());
     return ncclRemoteError;
   }
-  char* outData = slot->at(kPage);
-  char* inData = own_->at(slotOffset(peer, ringBytes_)) + kPage;
   auto conn = std::make_unique<ShmConnection>(std::move(header), std::move(slot), own_->at(slotOffset(peer, ringBytes_)),
-                                              ringBytes_, sharedBell(), peer, sendData, recvData, name);
-  // Host rings a device backend copies into and out of: pinned, like the socket rings.
-  if (ctx.pinHost && !sendData) conn->keepPinned(ctx.pinHost(outData, ringBytes_));
-  if (ctx.pinHost && !recvData) conn->keepPinned(ctx.pinHost(inData, ringBytes_));
+                                              ringBytes_, sharedBell(), peer);
   *out = std::move(conn);
   return ncclSuccess;
 }
 
-ncclResult_t ShmTransport::departedPeer(int peer, char* recvData, const char* name,
-                                        std::unique_ptr<PeerConnection>* out) {
+ncclResult_t ShmTransport::departedPeer(int peer, std::unique_ptr<PeerConnection>* out) {
   // Private stand-ins for the peer's header and our outgoing slot: the header says "departed",
   // the slot is full and closed, so nothing is ever written where no one reads.
   void* h = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -329,7 +311,7 @@ ncclResult_t ShmTransport::departedPeer(int peer, char* recvData, const char* na
   ring->tail.store(ringBytes_, std::memory_order_relaxed);
   ring->closed.store(kDeparted | static_cast<uint32_t>(peer), std::memory_order_release);
   *out = std::make_unique<ShmConnection>(std::move(header), std::move(slot), own_->at(slotOffset(peer, ringBytes_)),
-                                         ringBytes_, sharedBell(), peer, nullptr, recvData, name);
+                                         ringBytes_, sharedBell(), peer);
   return ncclSuccess;
 }
 

@@ -25,13 +25,6 @@ class ShmTransport final : public Transport {
   bool canConnect(const PeerInfo& me, const PeerInfo& peer) const override;
   ncclResult_t setup(TransportSetup&, const std::vector<int>&) override { return ncclSuccess; }
   ncclResult_t connect(TransportSetup& ctx, int peer, std::unique_ptr<PeerConnection>* out) override;
-  // A connection whose rings keep their control here (counters, doorbells, departure notices)
-  // and, for a transport that keeps its data elsewhere (none since the CUDA IPC rings went with
-  // the gate model; null: the segment's own rings), whose data lies there: `sendData`
-  // is this rank's inbound ring at the peer, `recvData` the peer's inbound ring here, each of
-  // ringBytes. `name` is what the connection reports (hang reports, INFO).
-  ncclResult_t connectData(TransportSetup& ctx, int peer, char* sendData, char* recvData, const char* name,
-                           std::unique_ptr<PeerConnection>* out);
   // True once publish made this rank's segment (shared memory is enabled and works).
   bool active() const { return own_ != nullptr; }
   RingMemory ringMemory() const override { return RingMemory::HostShared; }
@@ -43,7 +36,7 @@ class ShmTransport final : public Transport {
   struct Mapping;
 
  private:
-  ncclResult_t departedPeer(int peer, char* recvData, const char* name, std::unique_ptr<PeerConnection>* out);
+  ncclResult_t departedPeer(int peer, std::unique_ptr<PeerConnection>* out);
   std::unique_ptr<Mapping> own_;  // this rank's whole segment
   int fd_ = -1;
   size_t ringBytes_ = 0;

@@ -133,10 +133,6 @@ class StripedConnection final : public SocketConnection {
   }
 
   SocketLink& link() { return link_; }
-  void pinRings(const std::function<std::shared_ptr<void>(void*, size_t)>& pinHost) {
-    for (StagingRing* ring : {&link_.out.ring, &link_.in.ring})
-      if (auto pin = pinHost(ring->buf.get(), ring->cap)) pins_.push_back(std::move(pin));
-  }
   // The sockets are in place (acquire: link_.socks is then safe to use from this thread).
   bool attached() const { return attached_.load(std::memory_order_acquire); }
   void wakeWorkers() {
@@ -175,7 +171,6 @@ class StripedConnection final : public SocketConnection {
   std::atomic<bool> attached_{false};
   SocketLink::Redial redial_;
   std::vector<std::unique_ptr<SocketWorker>> workers_;  // written once, in attach
-  std::vector<std::shared_ptr<void>> pins_;  // after link_: unpinned before its rings are freed
 };
 
 ncclResult_t SocketSend::acquire(void** buf, size_t* avail) {
@@ -317,11 +312,8 @@ SocketLayout socketLayout() {
 }
 
 std::unique_ptr<SocketConnection> makeSocketConnection(size_t ringBytes, const SocketLayout& layout, Doorbell* bell,
-                                                       SocketPeer peer, const topo::CpuMask& cpus,
-                                                       const std::function<std::shared_ptr<void>(void*, size_t)>& pinHost) {
-  auto conn = std::make_unique<StripedConnection>(ringBytes, layout, bell, std::move(peer), cpus);
-  if (pinHost) conn->pinRings(pinHost);
-  return conn;
+                                                       SocketPeer peer, const topo::CpuMask& cpus) {
+  return std::make_unique<StripedConnection>(ringBytes, layout, bell, std::move(peer), cpus);
 }
 
 }  // namespace accl

@@ -45,10 +45,7 @@ class SocketConnection : public PeerConnection {
   virtual void peerLost(int s, int rail) = 0;
 };
 
-// `pinHost` (may be empty): pins its two staging rings for a device backend's copies
-// (TransportSetup::pinHost); the pins go with the connection.
 std::unique_ptr<SocketConnection> makeSocketConnection(size_t ringBytes, const SocketLayout& layout, Doorbell* bell,
-                                                       SocketPeer peer, const topo::CpuMask& cpus,
-                                                       const std::function<std::shared_ptr<void>(void*, size_t)>& pinHost = {});
+                                                       SocketPeer peer, const topo::CpuMask& cpus);
 
 }  // namespace accl

@@ -374,25 +374,6 @@ class CudaBackend final : public Backend {
     return ncclSuccess;
   }
 
-  std::shared_ptr<void> pinHostMemory(void* p, size_t bytes) override {
-    ContextScope scope(api_, dev_.context());
-    RelaxedCapture relaxed(api_);
-    // DEVICEMAP: the kernels read and write the rings through their device mapping.
-    CUresult r = api_.memHostRegister(p, bytes, kMemHostRegisterPortable | kMemHostRegisterDeviceMap);
-    if (r != kSuccess) {
-      INFO(kSubsysInit, "%s backend: cannot pin %zu bytes of ring memory at %p (%s); copies to and from it go through "
-           "the driver's pageable path", api_.runtime, bytes, p, errorText(api_, r).c_str());
-      return nullptr;
-    }
-    const DriverApi* api = &api_;
-    CUcontext ctx = dev_.context();  // the primary context: retained for the process's life
-    return std::shared_ptr<void>(p, [api, ctx](void* q) {
-      ContextScope s(*api, ctx);
-      RelaxedCapture relaxed(*api);
-      api->memHostUnregister(q);
-    });
-  }
-
   // Collectives of a CUDA communicator are kernels that need no scratch (comm/kernel_path.h,
   // comm/staged_path.h); the host path's planner, which asks for it, never plans for one.
   ncclResult_t scratch(size_t bytes, Buffer* out) override {

@@ -47,8 +47,6 @@ ncclResult_t CudaDevice::init() {
   if (api_.deviceGetAttribute(&v, kAttrMultiprocessorCount, dev) == kSuccess && v > 0) sms_ = v;
   v = 0;
   hostPtrIsDevPtr_ = api_.deviceGetAttribute(&v, kAttrCanUseHostPointerForRegisteredMem, dev) == kSuccess && v;
-  v = 0;
-  memOps64_ = api_.deviceGetAttribute(&v, kAttrCanUse64BitStreamMemOps, dev) == kSuccess && v;
   size_t bytes = 0;
   // The runtime's own image: the nvcc fatbin, or the clang offload bundle for HIP.
   const void* image = api_.kernelImage ? api_.kernelImage(&bytes) : embeddedKernels(&bytes);
@@ -89,9 +87,8 @@ ncclResult_t CudaDevice::init() {
     }
     residentCollBlocks_ = fewest * sms_;
   }
-  INFO(kSubsysInit, "%s device %d (%s): %zu kernels resolved at set-up, %d SMs (%d collective blocks resident at once), registered host memory %s, 64-bit stream memory operations %s",
-       api_.runtime, ordinal_, pciBusId_.c_str(), kernels_.size(), sms_, residentCollBlocks_, hostPtrIsDevPtr_ ? "at the same address" : "mapped",
-       memOps64_ ? "yes" : "no");
+  INFO(kSubsysInit, "%s device %d (%s): %zu kernels resolved at set-up, %d SMs (%d collective blocks resident at once), registered host memory %s",
+       api_.runtime, ordinal_, pciBusId_.c_str(), kernels_.size(), sms_, residentCollBlocks_, hostPtrIsDevPtr_ ? "at the same address" : "mapped");
   return ncclSuccess;
 }
 

@@ -26,7 +26,6 @@ class CudaDevice {
   // once, over all its SMs; 0 when the driver cannot say.
   int residentCollectiveBlocks() const { return residentCollBlocks_; }
   bool hostPointerIsDevicePointer() const { return hostPtrIsDevPtr_; }
-  bool streamMemOps64() const { return memOps64_; }
   // A kernel by name, resolved at set-up (kernel_names.h says why), or nullptr with a WARN.
   CUfunction kernel(const std::string& name) const;
 
@@ -43,7 +42,6 @@ class CudaDevice {
   int sms_ = 1;
   int residentCollBlocks_ = 0;
   bool hostPtrIsDevPtr_ = false;
-  bool memOps64_ = false;
   std::map<std::string, CUfunction> kernels_;  // filled by init, read-only afterwards
 };
 

@@ -41,8 +41,6 @@ inline constexpr unsigned kMemHostRegisterPortable = 0x1;   // CU_MEMHOSTREGISTE
 inline constexpr unsigned kMemHostRegisterDeviceMap = 0x2;  // CU_MEMHOSTREGISTER_DEVICEMAP
 inline constexpr unsigned kMemHostAllocPortable = 0x1;      // CU_MEMHOSTALLOC_PORTABLE
 inline constexpr unsigned kMemHostAllocDeviceMap = 0x2;     // CU_MEMHOSTALLOC_DEVICEMAP
-inline constexpr unsigned kStreamWaitValueGeq = 0x0;     // CU_STREAM_WAIT_VALUE_GEQ
-inline constexpr unsigned kStreamWaitValueEq = 0x1;      // CU_STREAM_WAIT_VALUE_EQ
 inline constexpr unsigned kStreamWriteValueDefault = 0x0;  // CU_STREAM_WRITE_VALUE_DEFAULT
 inline constexpr unsigned kIpcMemLazyEnablePeerAccess = 0x1;  // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
 // CUstreamCaptureStatus
@@ -57,7 +55,6 @@ inline constexpr int kAttrUnifiedAddressing = 41;
 inline constexpr int kAttrComputeCapabilityMajor = 75;
 inline constexpr int kAttrComputeCapabilityMinor = 76;
 inline constexpr int kAttrCanUseHostPointerForRegisteredMem = 91;
-inline constexpr int kAttrCanUse64BitStreamMemOps = 122;
 // CUpointer_attribute
 inline constexpr int kPointerAttributeContext = 1;
 inline constexpr int kPointerAttributeMemoryType = 2;
@@ -101,19 +98,13 @@ struct DriverApi {
   CUresult (*streamWaitEvent)(CUstream stream, CUevent event, unsigned flags) = nullptr;    // cuStreamWaitEvent
   CUresult (*streamIsCapturing)(CUstream stream, int* status) = nullptr;                    // cuStreamIsCapturing
   CUresult (*streamGetCtx)(CUstream stream, CUcontext* ctx) = nullptr;                      // cuStreamGetCtx
-  CUresult (*streamWriteValue64)(CUstream stream, CUdeviceptr addr, uint64_t value, unsigned flags) = nullptr;  // cuStreamWriteValue64_v2
-  CUresult (*streamWaitValue64)(CUstream stream, CUdeviceptr addr, uint64_t value, unsigned flags) = nullptr;   // cuStreamWaitValue64_v2
-  CUresult (*launchHostFunc)(CUstream stream, void (*fn)(void*), void* arg) = nullptr;     // cuLaunchHostFunc
   CUresult (*eventCreate)(CUevent* event, unsigned flags) = nullptr;                        // cuEventCreate
   CUresult (*eventRecord)(CUevent event, CUstream stream) = nullptr;                        // cuEventRecord
   CUresult (*eventQuery)(CUevent event) = nullptr;                                          // cuEventQuery
-  CUresult (*eventSynchronize)(CUevent event) = nullptr;                                    // cuEventSynchronize
   CUresult (*eventDestroy)(CUevent event) = nullptr;                                        // cuEventDestroy_v2
   // Memory.
   CUresult (*memcpyAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) = nullptr;  // cuMemcpyAsync
   CUresult (*memsetD8Async)(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream) = nullptr;  // cuMemsetD8Async
-  CUresult (*memAllocAsync)(CUdeviceptr* ptr, size_t bytes, CUstream stream) = nullptr;  // cuMemAllocAsync
-  CUresult (*memFreeAsync)(CUdeviceptr ptr, CUstream stream) = nullptr;                  // cuMemFreeAsync
   CUresult (*memHostAlloc)(void** ptr, size_t bytes, unsigned flags) = nullptr;          // cuMemHostAlloc
   CUresult (*memFreeHost)(void* ptr) = nullptr;                                          // cuMemFreeHost
   CUresult (*memHostGetDevicePointer)(CUdeviceptr* dptr, void* p, unsigned flags) = nullptr;  // cuMemHostGetDevicePointer_v2

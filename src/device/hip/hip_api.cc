@@ -53,14 +53,9 @@ void describe(Table& t) {
   add(t, &a.streamGetDevice, {"hipStreamGetDevice"},
       "not in ROCm 5.2: a stream of another device is then not refused by name (its launches fail instead)");
   add(t, &a.threadExchangeStreamCaptureMode, {"hipThreadExchangeStreamCaptureMode"});
-  add(t, &a.streamWaitValue64, {"hipStreamWaitValue64"});
-  add(t, &a.streamWriteValue64, {"hipStreamWriteValue64"});
-  add(t, &a.launchHostFunc, {"hipLaunchHostFunc"},
-      "not in ROCm 5.2: a HIP backend must do without host callbacks on a stream there");
   add(t, &a.eventCreateWithFlags, {"hipEventCreateWithFlags"});
   add(t, &a.eventRecord, {"hipEventRecord"});
   add(t, &a.eventQuery, {"hipEventQuery"});
-  add(t, &a.eventSynchronize, {"hipEventSynchronize"});
   add(t, &a.eventDestroy, {"hipEventDestroy"});
   add(t, &a.malloc, {"hipMalloc"});
   add(t, &a.extMallocWithFlags, {"hipExtMallocWithFlags"});
@@ -72,8 +67,6 @@ void describe(Table& t) {
   add(t, &a.hostGetDevicePointer, {"hipHostGetDevicePointer"});
   add(t, &a.memcpyAsync, {"hipMemcpyAsync"});
   add(t, &a.memsetD8Async, {"hipMemsetD8Async"});
-  add(t, &a.mallocAsync, {"hipMallocAsync"});
-  add(t, &a.freeAsync, {"hipFreeAsync"});
   add(t, &a.memGetAddressRange, {"hipMemGetAddressRange"});
   add(t, &a.pointerGetAttributes, {"hipPointerGetAttributes"});
   add(t, &a.ipcGetMemHandle, {"hipIpcGetMemHandle"});

@@ -54,9 +54,6 @@ inline constexpr unsigned kStreamNonBlocking = 0x1;          // hipStreamNonBloc
 inline constexpr unsigned kEventDisableTiming = 0x2;         // hipEventDisableTiming
 inline constexpr unsigned kHostMallocCoherent = 0x40000000;  // hipHostMallocCoherent: flags the host and GPUs poll
 inline constexpr unsigned kDeviceMallocFinegrained = 0x1;    // hipDeviceMallocFinegrained (hipExtMallocWithFlags)
-inline constexpr unsigned kStreamWaitValueGte = 0x0;         // hipStreamWaitValueGte: (*ptr & mask) >= value
-inline constexpr unsigned kStreamWaitValueEq = 0x1;          // hipStreamWaitValueEq: (*ptr & mask) == value
-inline constexpr uint64_t kWaitMaskAll = ~uint64_t{0};      // compare all 64 bits
 inline constexpr unsigned kHostMallocPortable = 0x1;         // hipHostMallocPortable
 inline constexpr unsigned kHostMallocMapped = 0x2;           // hipHostMallocMapped
 inline constexpr int kMemcpyDefault = 4;                     // hipMemcpyDefault: direction from the pointers
@@ -68,7 +65,6 @@ inline constexpr unsigned kIpcMemLazyEnablePeerAccess6 = 0x1;
 // attributes from 0 in alphabetical order, AMD's own from 10000).
 inline constexpr int kAttrCanUseHostPointerForRegisteredMem = 4;  // hipDeviceAttributeCanUseHostPointerForRegisteredMem
 inline constexpr int kAttrMultiprocessorCount = 63;               // hipDeviceAttributeMultiprocessorCount
-inline constexpr int kAttrCanUseStreamWaitValue = 10013;          // hipDeviceAttributeCanUseStreamWaitValue
 // hipStreamCaptureStatus and hipStreamCaptureMode: CUDA's values.
 inline constexpr int kErrorPeerAccessAlreadyEnabled = 704;  // hipErrorPeerAccessAlreadyEnabled
 
@@ -109,15 +105,9 @@ struct HipApi {
   // another device's stream by name).
   hipError_t (*streamGetDevice)(hipStream_t stream, int* device) = nullptr;  // hipStreamGetDevice
   hipError_t (*threadExchangeStreamCaptureMode)(int* mode) = nullptr;  // hipThreadExchangeStreamCaptureMode
-  // HIP's stream memory operations take a mask, which CUDA's do not.
-  hipError_t (*streamWaitValue64)(hipStream_t stream, void* ptr, uint64_t value, unsigned flags,
-                                  uint64_t mask) = nullptr;  // hipStreamWaitValue64
-  hipError_t (*streamWriteValue64)(hipStream_t stream, void* ptr, uint64_t value, unsigned flags) = nullptr;  // hipStreamWriteValue64
-  hipError_t (*launchHostFunc)(hipStream_t stream, void (*fn)(void*), void* arg) = nullptr;  // hipLaunchHostFunc (optional)
   hipError_t (*eventCreateWithFlags)(hipEvent_t* event, unsigned flags) = nullptr;  // hipEventCreateWithFlags
   hipError_t (*eventRecord)(hipEvent_t event, hipStream_t stream) = nullptr;        // hipEventRecord
   hipError_t (*eventQuery)(hipEvent_t event) = nullptr;                             // hipEventQuery
-  hipError_t (*eventSynchronize)(hipEvent_t event) = nullptr;                       // hipEventSynchronize
   hipError_t (*eventDestroy)(hipEvent_t event) = nullptr;                           // hipEventDestroy
   // Memory.
   hipError_t (*malloc)(void** ptr, size_t bytes) = nullptr;                                  // hipMalloc
@@ -130,9 +120,6 @@ struct HipApi {
   hipError_t (*hostGetDevicePointer)(void** dptr, void* hptr, unsigned flags) = nullptr;     // hipHostGetDevicePointer
   hipError_t (*memcpyAsync)(void* dst, const void* src, size_t bytes, int kind, hipStream_t stream) = nullptr;  // hipMemcpyAsync
   hipError_t (*memsetD8Async)(void* dst, unsigned char value, size_t bytes, hipStream_t stream) = nullptr;  // hipMemsetD8Async
-  // Stream-ordered device memory (ROCm 5.1 and later).
-  hipError_t (*mallocAsync)(void** ptr, size_t bytes, hipStream_t stream) = nullptr;  // hipMallocAsync
-  hipError_t (*freeAsync)(void* ptr, hipStream_t stream) = nullptr;                  // hipFreeAsync
   hipError_t (*memGetAddressRange)(void** base, size_t* size, void* ptr) = nullptr;  // hipMemGetAddressRange
   // Returns an error for host memory HIP does not know (CUDA reports it as host memory).
   hipError_t (*pointerGetAttributes)(PointerAttributes* attr, const void* ptr) = nullptr;  // hipPointerGetAttributes

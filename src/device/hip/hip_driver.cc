@@ -128,13 +128,6 @@ CUresult memcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s)
 CUresult memsetD8Async(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream s) {
   return g->memsetD8Async(vp(dst), value, bytes, hs(s));
 }
-CUresult memAllocAsync(CUdeviceptr* p, size_t bytes, CUstream s) {
-  void* q = nullptr;
-  const hipError_t r = g->mallocAsync(&q, bytes, hs(s));
-  *p = dp(q);
-  return r;
-}
-CUresult memFreeAsync(CUdeviceptr p, CUstream s) { return g->freeAsync(vp(p), hs(s)); }
 // Every mapped host allocation of the backend is a flag or a ring that kernels poll while the
 // host (or another device) writes it: coherent (fine-grained), or a poller may never see the write.
 CUresult memHostAlloc(void** p, size_t bytes, unsigned) {
@@ -186,8 +179,6 @@ CUresult deviceGetAttribute(int* value, int attribute, CUdevice d) {
     case cuda::kAttrMultiprocessorCount: return g->deviceGetAttribute(value, kAttrMultiprocessorCount, d);
     case cuda::kAttrCanUseHostPointerForRegisteredMem:
       return g->deviceGetAttribute(value, kAttrCanUseHostPointerForRegisteredMem, d);
-    // Asked by CudaDevice for its set-up line; HIP has hipStreamWaitValue64/hipStreamWriteValue64.
-    case cuda::kAttrCanUse64BitStreamMemOps: return g->deviceGetAttribute(value, kAttrCanUseStreamWaitValue, d);
   }
   return cuda::kErrorInvalidValue;  // not asked by the backend
 }
@@ -213,23 +204,11 @@ CUresult streamGetCtx(CUstream s, CUcontext* ctx) {
   *ctx = r == kSuccess ? ctxOf(d) : nullptr;
   return r;
 }
-CUresult streamWriteValue64(CUstream s, CUdeviceptr addr, uint64_t value, unsigned) {
-  return g->streamWriteValue64(hs(s), vp(addr), value, 0);
-}
-// CUDA's GEQ and EQ are hipStreamWaitValueGte and Eq (0 and 1); HIP compares (*addr & mask).
-CUresult streamWaitValue64(CUstream s, CUdeviceptr addr, uint64_t value, unsigned flags) {
-  if (flags != cuda::kStreamWaitValueGeq && flags != cuda::kStreamWaitValueEq) return cuda::kErrorInvalidValue;
-  return g->streamWaitValue64(hs(s), vp(addr), value, flags == cuda::kStreamWaitValueGeq ? kStreamWaitValueGte
-                                                                                          : kStreamWaitValueEq,
-                              kWaitMaskAll);
-}
-CUresult launchHostFunc(CUstream s, void (*fn)(void*), void* arg) { return g->launchHostFunc(hs(s), fn, arg); }
 CUresult eventCreate(CUevent* e, unsigned flags) {
   return g->eventCreateWithFlags(reinterpret_cast<hipEvent_t*>(e), flags);  // hipEventDisableTiming: 2, as CUDA
 }
 CUresult eventRecord(CUevent e, CUstream s) { return g->eventRecord(he(e), hs(s)); }
 CUresult eventQuery(CUevent e) { return g->eventQuery(he(e)); }
-CUresult eventSynchronize(CUevent e) { return g->eventSynchronize(he(e)); }
 CUresult eventDestroy(CUevent e) { return g->eventDestroy(he(e)); }
 // hipStreamCaptureMode: CUDA's values (global 0, thread-local 1, relaxed 2).
 CUresult threadExchangeStreamCaptureMode(int* mode) { return g->threadExchangeStreamCaptureMode(mode); }
@@ -268,18 +247,12 @@ cuda::DriverApi build() {
   t.streamWaitEvent = streamWaitEvent;
   t.streamIsCapturing = streamIsCapturing;
   t.streamGetCtx = streamGetCtx;
-  t.streamWriteValue64 = streamWriteValue64;
-  t.streamWaitValue64 = streamWaitValue64;
-  if (g->launchHostFunc) t.launchHostFunc = launchHostFunc;  // not in ROCm 5.2; the backend does not use it
   t.eventCreate = eventCreate;
   t.eventRecord = eventRecord;
   t.eventQuery = eventQuery;
-  t.eventSynchronize = eventSynchronize;
   t.eventDestroy = eventDestroy;
   t.memcpyAsync = memcpyAsync;
   t.memsetD8Async = memsetD8Async;
-  t.memAllocAsync = memAllocAsync;
-  t.memFreeAsync = memFreeAsync;
   t.memHostAlloc = memHostAlloc;
   t.memFreeHost = memFreeHost;
   t.memHostGetDevicePointer = memHostGetDevicePointer;
