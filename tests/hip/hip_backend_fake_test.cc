@@ -5,7 +5,6 @@
 // against the matrix's own host reference (tests/common/collective_matrix.h). The kernels are
 // the emulated host build of kernels/device_kernels.h, looked up by the names the embedded HIP
 // bundle carries; nothing here ran on an AMD GPU.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <atomic>
@@ -16,6 +15,7 @@
 #include "accl.h"
 #include "common/collective_matrix.h"
 #include "common/rank_runner.h"
+#include "common/child_logs.h"
 #include "common/text_file.h"
 #include "fake_cuda/fake_cuda_test_api.h"
 #include "hip/fake_hip_api.h"
@@ -172,23 +172,9 @@ void runMatrixInChild(const accl_test::ChildRole& role) {
   EXPECT_EQ(ncclSuccess, ncclCommDestroy(comm));
 }
 
-std::string childLogPath(const char* stem) { return testing::TempDir() + stem + std::to_string(getpid()) + ".log"; }
-std::vector<std::string> childLogEnv(const std::string& path) {
-  return {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT", "NCCL_DEBUG_FILE=" + path + ".%p"};
-}
-std::string takeChildLogs(const std::string& path) {
-  std::string log;
-  DIR* dir = opendir(testing::TempDir().c_str());
-  const std::string prefix = path.substr(path.rfind('/') + 1) + ".";
-  while (dirent* e = dir ? readdir(dir) : nullptr) {
-    if (std::string(e->d_name).rfind(prefix, 0) != 0) continue;
-    const std::string f = testing::TempDir() + e->d_name;
-    log += accl_test::readFile(f);
-    unlink(f.c_str());
-  }
-  if (dir) closedir(dir);
-  return log;
-}
+using accl_test::childLogEnv;
+using accl_test::childLogPath;
+using accl_test::takeChildLogs;
 
 // Three processes on one device: their kernels reach each other's mailboxes through HIP IPC
 // (hipIpcGetMemHandle of whole allocations, opened at their base, with the release's
