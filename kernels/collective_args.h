@@ -92,6 +92,15 @@ struct ProxyHeader {
   uint64_t outBytes[kMailboxRanks][kChannels][kSlots];  // kernel: bytes in each out slot
   KStamp outStamp[kMailboxRanks][kChannels][kSlots];    // kernel: the call stamp of each out slot
   KStamp inStamp[kMailboxRanks][kChannels][kSlots];     // proxy: the stamp that came with each in slot
+  // kernel: the collective this rank's latest launch is in (as MailboxHeader::callWord/call),
+  // which the proxy announces to a peer whose data the kernel has waited for a while.
+  uint64_t callWord;
+  KStamp call;
+  // proxy: the call each peer announced last (the same seqlock, per peer). A kernel waiting for
+  // a peer through the proxy compares its call with it, as with a mailbox peer's header: two
+  // ranks that wait for each other in different calls (reduce roots that differ) learn it.
+  uint64_t peerCallWord[kMailboxRanks];
+  KStamp peerCall[kMailboxRanks];
 };
 constexpr size_t kProxyHeaderBytes = 16384;
 static_assert(sizeof(ProxyHeader) <= kProxyHeaderBytes, "proxy header");

@@ -104,28 +104,51 @@ ACCL_DEV bool sameStamp(const KStamp& x, const KStamp& y) {
          x.type == y.type && x.red == y.red && x.flags == y.flags;
 }
 
-// Whether the peer this wait is for is in another collective with the same call number (its
-// launch published its stamp in its mailbox header): then what this rank waits for never comes.
-// Reports the mismatch like a stamp that came with a chunk. Only for mailbox peers, stamps on.
+// The call a seqlock (word, stamp) holds when the word says call number `seq`, into *out;
+// false when it says another call or changed while being read.
+ACCL_DEV bool readCall(const uint64_t* wordAt, const volatile KStamp* p, uint32_t seq, KStamp* out) {
+  const uint64_t word = loadAcquire(wordAt);
+  if (word != static_cast<uint64_t>(seq) + 1) return false;
+  out->magic = p->magic;
+  out->seq = p->seq;
+  out->count = p->count;
+  out->root = p->root;
+  out->kind = p->kind;
+  out->type = p->type;
+  out->red = p->red;
+  out->flags = p->flags;
+  fenceSystem();  // the fields were read before the word is read again
+  return loadAcquire(wordAt) == word;
+}
+
+// Writes `s` into a seqlock (word, stamp) for readCall.
+ACCL_DEV void publishCall(uint64_t* wordAt, KStamp* at, const KStamp& s) {
+  storeRelease(wordAt, 0);
+  fenceSystem();  // readers see the 0 before any field changes
+  *at = s;
+  storeRelease(wordAt, static_cast<uint64_t>(s.seq) + 1);
+}
+
+// Whether the peer this wait is for is in another collective with the same call number: then
+// what this rank waits for never comes. A mailbox peer's launch published its call in its
+// mailbox header; a peer reached through the proxies announced it to this rank's proxy (which
+// it does for the peers whose data it waits for, so two ranks waiting for each other find it).
+// Reports the mismatch like a stamp that came with a chunk. Stamps on only.
 ACCL_DEV bool peerInAnotherCall(const CollKernelArgs& a, const WaitFor& w) {
   if (a.p2p || (w.what != kWaitPeerData && w.what != kWaitPeerSpace) || w.peer == w.rank) return false;
   const KStamp& mine = a.stamp[w.rank];
-  if (mine.magic == 0 || a.viaNet[w.rank][w.peer] || a.mailbox[w.peer] == nullptr) return false;
-  MailboxHeader* h = header(a, w.peer);
-  const uint64_t word = loadAcquire(&h->callWord);
-  if (word != static_cast<uint64_t>(mine.seq) + 1) return false;
-  const volatile KStamp* p = &h->call;
+  if (mine.magic == 0) return false;
   KStamp theirs;
-  theirs.magic = p->magic;
-  theirs.seq = p->seq;
-  theirs.count = p->count;
-  theirs.root = p->root;
-  theirs.kind = p->kind;
-  theirs.type = p->type;
-  theirs.red = p->red;
-  theirs.flags = p->flags;
-  fenceSystem();  // the fields were read before the word is read again
-  if (loadAcquire(&h->callWord) != word || sameStamp(theirs, mine)) return false;
+  if (a.viaNet[w.rank][w.peer]) {
+    if (a.proxyBox[w.rank] == nullptr) return false;
+    ProxyHeader* h = proxy(a, w.rank);
+    if (!readCall(&h->peerCallWord[w.peer], &h->peerCall[w.peer], mine.seq, &theirs)) return false;
+  } else {
+    if (a.mailbox[w.peer] == nullptr) return false;
+    MailboxHeader* h = header(a, w.peer);
+    if (!readCall(&h->callWord, &h->call, mine.seq, &theirs)) return false;
+  }
+  if (sameStamp(theirs, mine)) return false;
   if (uint64_t* report = claimReport(a, w)) {
     putStamp(&report[kReportMine], mine);
     putStamp(&report[kReportTheirs], theirs);
@@ -316,16 +339,18 @@ template <class E, class Op>
 ACCL_DEV void collective(const CollKernelArgs& a) {
   if (static_cast<int>(blockIndex()) >= a.ntasks) return;
   const KTask t = a.tasks[blockIndex()];
-  // The rank's first block publishes which collective it is in (MailboxHeader::callWord).
+  // The rank's first block publishes which collective it is in (MailboxHeader::callWord, and
+  // ProxyHeader::callWord for its proxy to announce).
   if (!a.p2p && a.stamp[t.rank].magic != 0 && threadIndex() == 0) {
     unsigned first = 0;
     while (a.tasks[first].rank != t.rank) first++;
     if (first == blockIndex()) {
       MailboxHeader* h = header(a, t.rank);
-      storeRelease(&h->callWord, 0);
-      fenceSystem();  // readers see the 0 before any field changes
-      h->call = a.stamp[t.rank];
-      storeRelease(&h->callWord, static_cast<uint64_t>(a.stamp[t.rank].seq) + 1);
+      publishCall(&h->callWord, &h->call, a.stamp[t.rank]);
+      if (a.proxyBox[t.rank] != nullptr) {
+        ProxyHeader* ph = proxy(a, t.rank);
+        publishCall(&ph->callWord, &ph->call, a.stamp[t.rank]);
+      }
     }
   }
   switch (t.kind) {

@@ -9,7 +9,11 @@
 namespace accl {
 namespace {
 
-constexpr uint32_t kFrameMagic = 0x4143504bu;  // "ACPK"
+constexpr uint32_t kFrameMagic = 0x4143504bu;   // "ACPK"
+constexpr uint32_t kNoticeMagic = 0x4143504eu;  // "ACPN": which call the sender's kernel is in
+// How long nothing has to move before a waiting kernel's call is announced to the peer it waits
+// for: far above the gaps of a flowing call, far below a user's patience.
+constexpr auto kNoticeAfter = std::chrono::milliseconds(20);
 // After this long without anything to move the thread sleeps between passes, longer each time
 // up to kMaxNap, until a launch wakes it (a replayed graph's chunks wait at most kMaxNap).
 constexpr auto kSpinFor = std::chrono::microseconds(200);
@@ -17,6 +21,22 @@ constexpr auto kMaxNap = std::chrono::microseconds(1000);
 
 uint64_t loadAcquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 void storeRelease(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+// The kernels' call seqlocks (kern::ProxyHeader::callWord/call): word 0 while the stamp is
+// being written, else its call number + 1.
+bool readCall(const uint64_t* wordAt, const kern::KStamp* at, uint64_t* word, kern::KStamp* out) {
+  *word = loadAcquire(wordAt);
+  if (*word == 0) return false;
+  std::memcpy(out, const_cast<const kern::KStamp*>(at), sizeof(*out));
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  return loadAcquire(wordAt) == *word;
+}
+void publishCall(uint64_t* wordAt, kern::KStamp* at, const kern::KStamp& s) {
+  storeRelease(wordAt, 0);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  std::memcpy(at, &s, sizeof(s));
+  storeRelease(wordAt, static_cast<uint64_t>(s.seq) + 1);
+}
 
 }  // namespace
 
@@ -132,6 +152,11 @@ ncclResult_t NetProxy::sendSome(Peer& p, bool* moved) {
       *moved = true;
     }
     if (p.outDone < total) break;
+    if (p.notice) {
+      p.notice = false;
+      p.sending = false;
+      break;
+    }
     // The bytes are in the connection's ring: the kernel may reuse the slot.
     p.shipped[c]++;
     storeRelease(&header_->outFreed[p.rank][c], p.shipped[c]);
@@ -162,6 +187,10 @@ ncclResult_t NetProxy::receiveSome(Peer& p, bool* moved) {
       if (p.inHeaderHave < sizeof(Frame)) continue;
       std::memcpy(&p.in, p.inHeader, sizeof(Frame));
       p.inHeaderHave = 0;
+      if (p.in.magic == kNoticeMagic && p.in.bytes == 0) {
+        publishCall(&header_->peerCallWord[p.rank], &header_->peerCall[p.rank], p.in.stamp);
+        continue;
+      }
       if (p.in.magic != kFrameMagic || p.in.ch >= kern::kChannels || p.in.bytes > kern::kChunkBytes) {
         WARN("rank %d: the network proxy read a malformed chunk header from %s (magic %#x, channel %u, %llu bytes): "
              "the byte stream between the two ranks is out of step",
@@ -194,9 +223,37 @@ ncclResult_t NetProxy::receiveSome(Peer& p, bool* moved) {
   }
 }
 
-ncclResult_t NetProxy::pass(bool* moved, bool* quiet) {
+// Sets up a notice of the kernel's call for peer p when the kernel waits for a chunk of p that
+// has a free in slot and is not in the connection (so p has not sent it: a peer that left after
+// sending everything is never written to), and p has not been told of this call yet.
+void NetProxy::announceCall(Peer& p) {
+  if (p.sending || p.receiving || p.inHeaderHave > 0) return;
+  uint64_t word = 0;
+  kern::KStamp call{};
+  if (!readCall(&header_->callWord, &header_->call, &word, &call) || word == p.announced) return;
+  bool waits = false;
+  for (int c = 0; c < kern::kChannels && !waits; c++) {
+    const uint64_t g = p.received[c];
+    waits = loadAcquire(&header_->inWanted[p.rank][c]) > g &&
+            (g < static_cast<uint64_t>(kern::kSlots) || loadAcquire(&header_->inFreed[p.rank][c]) >= g + 1 - kern::kSlots);
+  }
+  if (!waits) return;
+  const void* buf = nullptr;
+  size_t avail = 0;
+  if (p.conn->recv()->peek(&buf, &avail) != ncclSuccess || avail > 0) return;
+  p.announced = word;
+  p.sending = true;
+  p.notice = true;
+  p.out = {};
+  p.out.magic = kNoticeMagic;
+  p.out.stamp = call;
+  p.outDone = 0;
+}
+
+ncclResult_t NetProxy::pass(bool* moved, bool* quiet, bool announce) {
   *quiet = true;
   for (Peer& p : peers_) {
+    if (announce) announceCall(p);
     if (sendSome(p, moved) != ncclSuccess) {
       failed(p, "cannot send to");
       return ncclRemoteError;
@@ -222,7 +279,8 @@ void NetProxy::run() {
       return;
     }
     bool moved = false, quiet = false;
-    if (pass(&moved, &quiet) != ncclSuccess) return;
+    const bool announce = std::chrono::steady_clock::now() - lastMove >= kNoticeAfter;
+    if (pass(&moved, &quiet, announce) != ncclSuccess) return;
     const uint64_t n = passes_.fetch_add(1) + 1;
     if (quiet) quietPass_.store(n);
     const auto now = std::chrono::steady_clock::now();

@@ -11,6 +11,14 @@
 // check) and the bytes. The two channels of a pair share the connection in the order their chunks
 // were posted; the receiving side of a channel never waits for the other channel, so a frame
 // that waits for a free in slot holds up the ones behind it only until the kernel takes it.
+//
+// One more frame, a notice (no bytes): once nothing has moved for a while and the rank's kernel
+// waits for a peer's chunk that has not arrived, the proxy tells that peer which collective the
+// kernel is in (the stamp the kernel published in the box header). The peer's proxy puts it in
+// its box header for its kernel, which compares it with its own call while it waits: two ranks
+// that wait for each other in different calls (reduces whose roots differ) both fail with a
+// mismatch instead of waiting forever. Nothing is announced while data flows, so a matched call
+// costs nothing.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -69,10 +77,14 @@ class NetProxy {
     bool receiving = false;
     Frame in{};
     size_t inDone = 0;
+    bool notice = false;     // the frame being sent is a notice
+    uint64_t announced = 0;  // the kernel's call word last announced to this peer
   };
   void run();
   // One pass over every peer: did anything move? An error fails the communicator.
-  ncclResult_t pass(bool* moved, bool* quiet);
+  // With `announce` (nothing moved for kNoticeAfter): notices to the peers the kernel waits for.
+  ncclResult_t pass(bool* moved, bool* quiet, bool announce);
+  void announceCall(Peer& p);
   ncclResult_t sendSome(Peer& p, bool* moved);
   ncclResult_t receiveSome(Peer& p, bool* moved);
   void failed(const Peer& p, const char* what);

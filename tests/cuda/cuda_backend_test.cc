@@ -2,7 +2,6 @@
 // and processes), stream ordering without blocking the host, CUDA graph capture and replay,
 // bad input and abort with work in flight. Runs on the fake driver (label fakegpu, CI) and on
 // a real GPU (label gpu); skips with the reason where there is no driver.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <algorithm>
 #include <array>
@@ -23,6 +22,7 @@
 #include "cuda/test_driver.h"
 #include "fake_cuda/fake_cuda_test_api.h"
 #include "nccl.h"
+#include "common/child_logs.h"
 #include "common/text_file.h"
 
 namespace accl_cuda_test {
@@ -386,8 +386,11 @@ TEST(CudaBackend, MoreRanksOnOneDeviceThanItsResidentBlocksHoldAreRefusedAtInit)
 // (mailboxes) or, with NCCL_P2P_DISABLE=1, through their proxies over shared memory: counts
 // 1000 vs 2000, float32 vs int32, sum vs max, a group's send and receive of 500 vs 1000
 // elements, and reduces whose roots differ (no chunk of the other call ever arrives: each
-// waiting kernel compares its call with the one the peer published in its mailbox header).
-// The mismatched call does not hang (the kernels
+// waiting kernel compares its call with the one the peer published in its mailbox header, or,
+// through the proxies, with the one the peer's proxy announced once nothing moved for 20 ms).
+// A call missing on one rank: rank 0 broadcasts and then all-reduces, rank 1 only all-reduces,
+// so its all-reduce meets rank 0's broadcast (or next all-reduce) and rank 0's all-reduce waits
+// for a rank that has failed. The mismatched call does not hang (the kernels
 // give up), ncclCommGetAsyncError then says ncclInvalidUsage on both ranks, and the WARN names
 // both calls. A matched call before it is exact, as stamps must not fail matched calls.
 class KernelMismatch : public testing::TestWithParam<std::tuple<const char*, bool>> {};
@@ -395,10 +398,6 @@ class KernelMismatch : public testing::TestWithParam<std::tuple<const char*, boo
 TEST_P(KernelMismatch, FailsOnBothRanksNamingBothCallsInsteadOfWrongDataOrAHang) {
   const std::string kind = std::get<0>(GetParam());
   const bool proxy = std::get<1>(GetParam());
-  if (kind == "root" && proxy)
-    GTEST_SKIP() << "SKIP: reduces whose roots differ send no chunk to a rank that checks it, and a kernel compares "
-                    "its call with a peer's published one only for mailbox peers: through the proxy this waits like "
-                    "NCCL (until ACCL_TIMEOUT), see docs/gpu.md";
   if (proxy) setenv("NCCL_P2P_DISABLE", "1", 1);
   const std::string log = testing::TempDir() + "kmismatch" + std::to_string(getpid()) + ".log";
   setenv("NCCL_DEBUG", "WARN", 1);
@@ -436,6 +435,11 @@ TEST_P(KernelMismatch, FailsOnBothRanksNamingBothCallsInsteadOfWrongDataOrAHang)
           EXPECT_EQ(ncclSuccess, ncclSend(p, n / 2, ncclInt32, 1 - rank, comm, st));
           EXPECT_EQ(ncclSuccess, ncclRecv(static_cast<int32_t*>(p) + 1000, n / 2, ncclInt32, 1 - rank, comm, st));
           EXPECT_EQ(ncclSuccess, ncclGroupEnd());
+        } else if (kind == "missing") {
+          if (rank == 0) {
+            EXPECT_EQ(ncclSuccess, ncclBroadcast(p, p, 1000, ncclInt32, 0, comm, st));
+          }
+          EXPECT_EQ(ncclSuccess, ncclAllReduce(p, p, 1000, ncclInt32, ncclSum, comm, st));
         } else if (kind == "root") {
           // Each rank believes it is the root: each waits for the other's contribution forever.
           EXPECT_EQ(ncclSuccess, ncclReduce(p, p, 1000, ncclInt32, ncclSum, rank, comm, st));
@@ -453,6 +457,15 @@ TEST_P(KernelMismatch, FailsOnBothRanksNamingBothCallsInsteadOfWrongDataOrAHang)
   const std::string text = accl_test::readFile(log);
   unlink(log.c_str());
   for (int r = 0; r < 2; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
+  if (kind == "missing") {
+    // Rank 1 reads what rank 0 sent in another call; rank 0 then waits for a rank whose
+    // communicator failed, and learns it as a mismatch or as a failed peer.
+    EXPECT_EQ(ncclInvalidUsage, async[1]);
+    EXPECT_TRUE(async[0] == ncclInvalidUsage || async[0] == ncclRemoteError) << async[0];
+    EXPECT_NE(std::string::npos, text.find("mismatched calls: rank 1 is in AllReduce(1000 x int32, sum) (call #2)"))
+        << text;
+    return;
+  }
   if (!proxy) {
     // Both kernels read the other's chunk from their own mailbox: both see the mismatch.
     for (int r = 0; r < 2; r++) EXPECT_EQ(ncclInvalidUsage, async[r]) << "rank " << r;
@@ -482,7 +495,7 @@ TEST_P(KernelMismatch, FailsOnBothRanksNamingBothCallsInsteadOfWrongDataOrAHang)
 }
 
 INSTANTIATE_TEST_SUITE_P(Calls, KernelMismatch,
-                         testing::Combine(testing::Values("count", "type", "op", "send", "root"), testing::Bool()),
+                         testing::Combine(testing::Values("count", "type", "op", "send", "root", "missing"), testing::Bool()),
                          [](const testing::TestParamInfo<std::tuple<const char*, bool>>& p) {
                            return std::string(std::get<0>(p.param)) + (std::get<1>(p.param) ? "ThroughTheProxy" : "");
                          });
@@ -1140,25 +1153,9 @@ TEST(CudaBackend, NonBlockingInitThenAGroupMixingAllReduceAndSendRecv) {
 using accl_test::readFile;
 using accl_test::occurrences;
 
-// INIT logs of child processes: one file per process (NCCL_DEBUG_FILE's %p), read and
-// removed by takeChildLogs.
-std::string childLogPath(const char* stem) { return testing::TempDir() + stem + std::to_string(getpid()) + ".log"; }
-std::vector<std::string> childLogEnv(const std::string& path) {
-  return {"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT", "NCCL_DEBUG_FILE=" + path + ".%p"};
-}
-std::string takeChildLogs(const std::string& path) {
-  std::string log;
-  DIR* dir = opendir(testing::TempDir().c_str());
-  const std::string prefix = path.substr(path.rfind('/') + 1) + ".";
-  while (dirent* e = dir ? readdir(dir) : nullptr) {
-    if (std::string(e->d_name).rfind(prefix, 0) != 0) continue;
-    const std::string f = testing::TempDir() + e->d_name;
-    log += readFile(f);
-    unlink(f.c_str());
-  }
-  if (dir) closedir(dir);
-  return log;
-}
+using accl_test::childLogEnv;
+using accl_test::childLogPath;
+using accl_test::takeChildLogs;
 
 // Two ranks of one process on one device (ncclCommInitAll), one grouped all-reduce of `count`
 // doubles, each rank's buffer 0.5 and 1.5: checks every element is 2.0 and returns the
