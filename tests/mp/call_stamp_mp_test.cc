@@ -1,7 +1,8 @@
 // Call stamps (ACCL_CHECK_MISMATCH=1, the default; src/sched/call_stamp.h) across rank
 // processes: every kind of mismatched call (count, datatype, reduction, root, operation, a
 // call missing on one rank, the second collective of a group, a receive of another size)
-// on every host path (the shared-memory board, shared-memory rings, sockets, the AllPairs
+// on every host path (the shared-memory board, shared-memory rings, sockets, an external net
+// plugin (the TCP test plugin: the stamps ride in the bytes any plugin is handed), the AllPairs
 // direct call, deterministic mode) with 2, 3 and 4 ranks. Nothing is set: the defaults must
 // catch it. On every rank: no hang, an error from the mismatched call or, at the latest, from
 // the next one (or a WARN naming the mismatch where its own calls were not part of it), and
@@ -32,11 +33,11 @@ constexpr int kNext = 3;  // matched all-reduces after the mismatched call
 constexpr size_t kNextCounts[kNext] = {4, 1 << 16, 1000};
 
 enum class Kind { Count, Datatype, Op, Root, Operation, MissingCall, GroupSecond, SendSize };
-enum class Path { Board, ShmRing, Sockets, AllPairs, Deterministic };
+enum class Path { Board, ShmRing, Sockets, AllPairs, Deterministic, NetPlugin };
 
 const char* const kKindNames[] = {"Count", "Datatype", "Op", "Root", "Operation", "MissingCall", "GroupSecond",
                                   "SendSize"};
-const char* const kPathNames[] = {"Board", "ShmRing", "Sockets", "AllPairs", "Deterministic"};
+const char* const kPathNames[] = {"Board", "ShmRing", "Sockets", "AllPairs", "Deterministic", "NetPlugin"};
 
 struct Case {
   Kind kind;
@@ -64,6 +65,17 @@ void setPathEnv(Path path) {
       setenv("NCCL_ALGO", "AllPairs", 1);
       break;
     case Path::Deterministic: setenv("ACCL_DETERMINISTIC", "1", 1); break;
+    case Path::NetPlugin: {
+      // Between processes of one host through the TCP test plugin (NCCL_NET names it, so
+      // there is no silent fallback to the internal socket transport).
+      const char* build = getenv("ACCL_TEST_BUILD_DIR");
+      const std::string plugin = std::string(build ? build : ".") + "/lib/libnccl-net-testtcp-v11.so";
+      setenv("NCCL_NET_PLUGIN", plugin.c_str(), 1);
+      setenv("NCCL_NET", "TestTCP", 1);
+      setenv("NCCL_SHM_DISABLE", "1", 1);
+      setenv("NCCL_ALGO", "Ring", 1);
+      break;
+    }
   }
 }
 
@@ -228,12 +240,15 @@ TEST_P(CallStamp, FailsOnEveryRankWithoutHangAndNothingIsSilentlyWrong) {
 std::vector<Case> allCases() {
   std::vector<Case> v;
   for (int n = 2; n <= 4; n++)
-    for (int p = 0; p < 5; p++)
+    for (int p = 0; p < 6; p++)
       for (int k = 0; k < 8; k++) {
         const Kind kind = static_cast<Kind>(k);
         const Path path = static_cast<Path>(p);
-        // Sends and receives have one path per transport: shared memory and sockets.
-        if (kind == Kind::SendSize && path != Path::ShmRing && path != Path::Sockets) continue;
+        // Sends and receives have one path per transport: shared memory, sockets, a net plugin.
+        if (kind == Kind::SendSize && path != Path::ShmRing && path != Path::Sockets && path != Path::NetPlugin)
+          continue;
+        // Through the plugin: 2 and 4 ranks (3 adds nothing the other paths do not cover).
+        if (path == Path::NetPlugin && n == 3) continue;
         v.push_back({kind, path, n});
       }
   return v;
@@ -321,7 +336,8 @@ TEST_P(NoFalsePositive, MatchedCallsOfRandomSizesAllSucceedExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, NoFalsePositive,
-                         testing::Values(Path::Board, Path::ShmRing, Path::Sockets, Path::AllPairs, Path::Deterministic),
+                         testing::Values(Path::Board, Path::ShmRing, Path::Sockets, Path::AllPairs, Path::Deterministic,
+                                         Path::NetPlugin),
                          [](const testing::TestParamInfo<Path>& info) {
                            return std::string(kPathNames[static_cast<int>(info.param)]);
                          });

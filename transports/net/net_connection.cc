@@ -152,6 +152,9 @@ class NetConnection final : public PeerConnection {
       return ncclSuccess;
     }
     void commit(size_t n) override {
+      // Nothing to send is no message: a receiver takes a 0-byte message for a broken module
+      // (the realignment after a mismatched call commits what is left of a slot, maybe nothing).
+      if (n == 0) return;
       c_->out_.sizes[fill_ % kNetSlots].store(n, std::memory_order_relaxed);
       fill_++;
       position_ += n;
