@@ -224,4 +224,24 @@ class Host final : public VerbsApi {
   std::vector<GidEntry> gids_;
 };
 
+// Host 1 with active RoCE v2 ports of these names (100 Gbit/s, port state as PortInfo{0,
+// true, 4096}, one IPv4-mapped GID at index 3): what the collective tests install with
+// setIbVerbsForTesting before the process's IB module is made.
+inline std::shared_ptr<Host> roceHost(Fabric& fabric, const std::vector<std::string>& devices) {
+  std::vector<IbPort> ports;
+  for (const std::string& name : devices) {
+    IbPort port;
+    port.device = name;
+    port.active = true;
+    port.ethernet = true;
+    port.speedMbps = 100000;
+    ports.push_back(port);
+  }
+  Gid gid{};
+  gid[10] = gid[11] = 0xff;
+  gid[15] = 1;
+  return std::make_shared<Host>(fabric, 1, ports, PortInfo{0, true, 4096},
+                                std::vector<GidEntry>{{3, gid, GidType::RoceV2}});
+}
+
 }  // namespace accl::ib::fake

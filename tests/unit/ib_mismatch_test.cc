@@ -34,16 +34,7 @@ constexpr size_t kNextCounts[kNext] = {4, 1 << 16, 1000};
 fake::Fabric& installFakeIb() {
   static fake::Fabric fabric;
   static std::shared_ptr<fake::Host> host = [] {
-    IbPort port;
-    port.device = "mlx5_0";
-    port.active = true;
-    port.ethernet = true;
-    port.speedMbps = 100000;
-    Gid gid{};
-    gid[10] = gid[11] = 0xff;
-    gid[15] = 1;
-    auto h = std::make_shared<fake::Host>(fabric, 1, std::vector<IbPort>{port}, PortInfo{0, true, 4096},
-                                          std::vector<GidEntry>{{3, gid, GidType::RoceV2}});
+    auto h = fake::roceHost(fabric, {"mlx5_0"});
     setIbVerbsForTesting(h);
     return h;
   }();

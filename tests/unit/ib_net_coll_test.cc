@@ -34,16 +34,7 @@ struct FakeIb {
 FakeIb& installFakeIb() {
   static FakeIb& ib = [] () -> FakeIb& {
     static FakeIb f;
-    IbPort port;
-    port.device = "mlx5_0";
-    port.active = true;
-    port.ethernet = true;
-    port.speedMbps = 100000;
-    Gid gid{};
-    gid[10] = gid[11] = 0xff;
-    gid[15] = 1;
-    f.host = std::make_shared<fake::Host>(f.fabric, 1, std::vector<IbPort>{port}, PortInfo{0, true, 4096},
-                                          std::vector<GidEntry>{{3, gid, GidType::RoceV2}});
+    f.host = fake::roceHost(f.fabric, {"mlx5_0"});
     setIbVerbsForTesting(f.host);
     return f;
   }();

@@ -33,20 +33,7 @@ struct FakeIb {
 FakeIb& installFakeIb() {
   static FakeIb& ib = []() -> FakeIb& {
     static FakeIb f;
-    std::vector<IbPort> ports;
-    for (const char* name : {"mlx5_0", "mlx5_1", "mlx5_2"}) {
-      IbPort port;
-      port.device = name;
-      port.active = true;
-      port.ethernet = true;
-      port.speedMbps = 100000;
-      ports.push_back(port);
-    }
-    Gid gid{};
-    gid[10] = gid[11] = 0xff;
-    gid[15] = 1;
-    f.host = std::make_shared<fake::Host>(f.fabric, 1, ports, PortInfo{0, true, 4096},
-                                          std::vector<GidEntry>{{3, gid, GidType::RoceV2}});
+    f.host = fake::roceHost(f.fabric, {"mlx5_0", "mlx5_1", "mlx5_2"});
     setIbVerbsForTesting(f.host);
     return f;
   }();
