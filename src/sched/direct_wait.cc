@@ -16,9 +16,13 @@ DirectWaitBudget directWaitBudget(const Comm& c, int64_t spinWhenCoresFree) {
   const bool oversubscribed = c.localRankCount() > onlineCores();
   int64_t spin = param::directSpinUsec();
   if (spin < 0) spin = oversubscribed ? 0 : spinWhenCoresFree;
-  int64_t yield = param::yieldUsec();
-  if (yield < 0) yield = oversubscribed ? 200 : 50;
-  return {spin, spin + yield};
+  return {spin, spin + waitYieldUsec(oversubscribed, c.localRankCount() < c.nranks)};
+}
+
+int64_t waitYieldUsec(bool oversubscribed, bool spansHosts) {
+  const int64_t yield = param::yieldUsec();
+  if (yield >= 0) return yield;
+  return oversubscribed || spansHosts ? 2000 : 50;
 }
 
 }  // namespace accl

@@ -10,6 +10,7 @@
 #include "base/param.h"
 #include "comm/status_server.h"
 #include "base/trace.h"
+#include "sched/direct_wait.h"
 #include "sched/realign.h"
 #include "sched/work.h"
 
@@ -442,7 +443,11 @@ ncclResult_t executeWorks(std::vector<std::unique_ptr<CommWork>>& works) {
 ncclResult_t executeWorksFor(std::vector<std::unique_ptr<CommWork>>& works, int64_t budgetUsec, bool* done) {
   *done = false;
   int maxLocal = 1;
-  for (auto& w : works) maxLocal = std::max(maxLocal, w->comm->localRankCount());
+  bool spansHosts = false;
+  for (auto& w : works) {
+    maxLocal = std::max(maxLocal, w->comm->localRankCount());
+    spansHosts = spansHosts || w->comm->localRankCount() < w->comm->nranks;
+  }
   const bool oversubscribed = maxLocal > onlineCores();
   int64_t spinUsec = param::spinUsec();
   // Measured on 2 vCPUs: pause-spinning is only good when nothing else wants the core; with
@@ -450,8 +455,7 @@ ncclResult_t executeWorksFor(std::vector<std::unique_ptr<CommWork>>& works, int6
   // (30-200 us per step). sched_yield costs ~0.3 us when nobody else is runnable and hands
   // the core over when someone is, so waits yield first and sleep only after that.
   if (spinUsec < 0) spinUsec = 0;
-  int64_t yieldUsec = param::yieldUsec();
-  if (yieldUsec < 0) yieldUsec = oversubscribed ? 200 : 50;
+  const int64_t yieldUsec = waitYieldUsec(oversubscribed, spansHosts);
   const int64_t peerCheckUsec = param::peerCheckMsec() * 1000;
 
   const Clock::time_point begin = Clock::now();
