@@ -388,6 +388,7 @@ TEST(CudaBackend, MoreRanksOnOneDeviceThanItsResidentBlocksHoldAreRefusedAtInit)
 // elements, and reduces whose roots differ (no chunk of the other call ever arrives: each
 // waiting kernel compares its call with the one the peer published in its mailbox header, or,
 // through the proxies, with the one the peer's proxy announced once nothing moved for 20 ms).
+// Different operations: rank 0 all-reduces while rank 1 takes the call for a broadcast from rank 0.
 // A call missing on one rank: rank 0 broadcasts and then all-reduces, rank 1 only all-reduces,
 // so its all-reduce meets rank 0's broadcast (or next all-reduce) and rank 0's all-reduce waits
 // for a rank that has failed. The mismatched call does not hang (the kernels
@@ -435,6 +436,13 @@ TEST_P(KernelMismatch, FailsOnBothRanksNamingBothCallsInsteadOfWrongDataOrAHang)
           EXPECT_EQ(ncclSuccess, ncclSend(p, n / 2, ncclInt32, 1 - rank, comm, st));
           EXPECT_EQ(ncclSuccess, ncclRecv(static_cast<int32_t*>(p) + 1000, n / 2, ncclInt32, 1 - rank, comm, st));
           EXPECT_EQ(ncclSuccess, ncclGroupEnd());
+        } else if (kind == "operation") {
+          // Rank 0 all-reduces, rank 1 takes it for a broadcast from rank 0.
+          if (rank == 0) {
+            EXPECT_EQ(ncclSuccess, ncclAllReduce(p, p, 1000, ncclInt32, ncclSum, comm, st));
+          } else {
+            EXPECT_EQ(ncclSuccess, ncclBroadcast(p, p, 1000, ncclInt32, 0, comm, st));
+          }
         } else if (kind == "missing") {
           if (rank == 0) {
             EXPECT_EQ(ncclSuccess, ncclBroadcast(p, p, 1000, ncclInt32, 0, comm, st));
@@ -457,13 +465,20 @@ TEST_P(KernelMismatch, FailsOnBothRanksNamingBothCallsInsteadOfWrongDataOrAHang)
   const std::string text = accl_test::readFile(log);
   unlink(log.c_str());
   for (int r = 0; r < 2; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
-  if (kind == "missing") {
+  if (kind == "missing" || kind == "operation") {
     // Rank 1 reads what rank 0 sent in another call; rank 0 then waits for a rank whose
-    // communicator failed, and learns it as a mismatch or as a failed peer.
+    // communicator failed, and learns it as a mismatch (the call rank 1 published) or as a
+    // failed peer, whichever comes first.
     EXPECT_EQ(ncclInvalidUsage, async[1]);
     EXPECT_TRUE(async[0] == ncclInvalidUsage || async[0] == ncclRemoteError) << async[0];
-    EXPECT_NE(std::string::npos, text.find("mismatched calls: rank 1 is in AllReduce(1000 x int32, sum) (call #2)"))
+    EXPECT_NE(std::string::npos, text.find(kind == "missing"
+                                               ? "mismatched calls: rank 1 is in AllReduce(1000 x int32, sum) (call #2)"
+                                               : "mismatched calls: rank 1 is in Broadcast(1000 x int32, root 0) (call #2) "
+                                                 "but the data rank 0"))
         << text;
+    if (kind == "operation") {
+      EXPECT_NE(std::string::npos, text.find("is for AllReduce(1000 x int32, sum) (call #2)")) << text;
+    }
     return;
   }
   if (!proxy) {
@@ -495,7 +510,8 @@ TEST_P(KernelMismatch, FailsOnBothRanksNamingBothCallsInsteadOfWrongDataOrAHang)
 }
 
 INSTANTIATE_TEST_SUITE_P(Calls, KernelMismatch,
-                         testing::Combine(testing::Values("count", "type", "op", "send", "root", "missing"), testing::Bool()),
+                         testing::Combine(testing::Values("count", "type", "op", "send", "root", "operation", "missing"),
+                                          testing::Bool()),
                          [](const testing::TestParamInfo<std::tuple<const char*, bool>>& p) {
                            return std::string(std::get<0>(p.param)) + (std::get<1>(p.param) ? "ThroughTheProxy" : "");
                          });
