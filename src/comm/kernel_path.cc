@@ -115,7 +115,14 @@ KernelPath::~KernelPath() {
     auto box = std::make_shared<dev::Buffer>(std::move(proxyBox_));
     auto word = std::make_shared<dev::Buffer>(std::move(abortWord_));
     char* p = own->get();
-    dev::releaseLater(backend_, dev::Buffer(p, [own, held, box, word](char*) mutable {
+    // The abort word and the proxy box are mapped host memory, whose free does not wait for the
+    // device (cuMemFreeHost is not documented to): this rank's last kernel, which reads them
+    // once its stream lets it start, must have run first.
+    std::shared_ptr<void> last = order_.last();
+    std::shared_ptr<dev::Backend> backend = backend_;
+    dev::releaseLater(backend_, dev::Buffer(p, [own, held, box, word, last, backend](char*) mutable {
+                        while (last && !backend->markerReached(last))
+                          std::this_thread::sleep_for(std::chrono::milliseconds(1));
                         own.reset();
                         held.reset();
                         box.reset();
@@ -126,6 +133,8 @@ KernelPath::~KernelPath() {
   if (!lastLaunchDone(std::chrono::milliseconds(0))) {
     new std::shared_ptr<dev::Buffer>(std::move(own_));  // deliberately never freed (INFO above)
     new std::vector<std::shared_ptr<dev::Buffer>>(std::move(peerHolds_));
+    new dev::Buffer(std::move(abortWord_));  // the kernel reads both once it runs
+    new dev::Buffer(std::move(proxyBox_));
     return;
   }
   peerHolds_.clear();
