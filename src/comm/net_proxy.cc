@@ -223,14 +223,11 @@ ncclResult_t NetProxy::receiveSome(Peer& p, bool* moved) {
   }
 }
 
-// Sets up a notice of the kernel's call for peer p when the kernel waits for a chunk of p that
-// has a free in slot and is not in the connection (so p has not sent it: a peer that left after
-// sending everything is never written to), and p has not been told of this call yet.
-void NetProxy::announceCall(Peer& p) {
-  if (p.sending || p.receiving || p.inHeaderHave > 0) return;
-  uint64_t word = 0;
-  kern::KStamp call{};
-  if (!readCall(&header_->callWord, &header_->call, &word, &call) || word == p.announced) return;
+// Sets up a notice of the kernel's call (`word`, `call`) for peer p when the kernel waits for a
+// chunk of p that has a free in slot and is not in the connection (so p has not sent it: a peer
+// that left after sending everything is never written to), and p has not been told of it yet.
+void NetProxy::announceCall(Peer& p, uint64_t word, const kern::KStamp& call) {
+  if (p.sending || p.receiving || p.inHeaderHave > 0 || word == p.announced) return;
   bool waits = false;
   for (int c = 0; c < kern::kChannels && !waits; c++) {
     const uint64_t g = p.received[c];
@@ -252,8 +249,12 @@ void NetProxy::announceCall(Peer& p) {
 
 ncclResult_t NetProxy::pass(bool* moved, bool* quiet, bool announce) {
   *quiet = true;
+  // The kernel's call, read once for every peer (word 0: none published, or being written).
+  uint64_t word = 0;
+  kern::KStamp call{};
+  if (announce && !readCall(&header_->callWord, &header_->call, &word, &call)) word = 0;
   for (Peer& p : peers_) {
-    if (announce) announceCall(p);
+    if (word != 0) announceCall(p, word, call);
     if (sendSome(p, moved) != ncclSuccess) {
       failed(p, "cannot send to");
       return ncclRemoteError;

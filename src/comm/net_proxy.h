@@ -84,7 +84,7 @@ class NetProxy {
   // One pass over every peer: did anything move? An error fails the communicator.
   // With `announce` (nothing moved for kNoticeAfter): notices to the peers the kernel waits for.
   ncclResult_t pass(bool* moved, bool* quiet, bool announce);
-  void announceCall(Peer& p);
+  void announceCall(Peer& p, uint64_t word, const kern::KStamp& call);
   ncclResult_t sendSome(Peer& p, bool* moved);
   ncclResult_t receiveSome(Peer& p, bool* moved);
   void failed(const Peer& p, const char* what);
