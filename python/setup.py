@@ -62,7 +62,9 @@ setup(
     ext_modules=[CppExtension(
         "torch_accl._C", sources,
         include_dirs=include_dirs,
-        extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+        # -g0: Python's build flags ask for debug info, which for torch's headers triples the
+        # time each file takes to compile (18 s instead of 50 s for streams.cc on one core).
+        extra_compile_args=["-O2", "-g0", "-Wall", "-Wextra", "-Wno-unused-parameter"],
         libraries=libraries)],
     cmdclass={"build_ext": BuildExtension},
 )

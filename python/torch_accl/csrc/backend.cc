@@ -5,7 +5,6 @@
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StreamGuard.h>
-#include <torch/extension.h>
 
 namespace torch_accl {
 namespace {
@@ -472,7 +471,6 @@ void AcclBackend::watchdogLoop() {
 c10::intrusive_ptr<c10d::Backend> createBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                 double timeoutSec) {
   auto ms = std::chrono::milliseconds((int64_t)(timeoutSec * 1000.0));
-  pybind11::gil_scoped_release nogil;
   return c10::make_intrusive<AcclBackend>(store, rank, size, ms);
 }
 

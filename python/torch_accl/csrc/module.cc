@@ -1,5 +1,7 @@
 // module.cc: the Python module torch_accl._C.
-#include <torch/extension.h>
+// torch/python.h, not torch/extension.h: pybind11 and torch's holder types are all this file
+// needs, and the whole C++ frontend that extension.h adds costs half the extension's build.
+#include <torch/python.h>
 
 #include "backend.h"
 #include "library.h"
@@ -12,5 +14,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return torch_accl::libraryOf(reinterpret_cast<void*>(torch_accl::api().ncclAllReduce));
   });
   m.def("built_with_cuda", &torch_accl::builtWithCuda, "whether this build serves CUDA tensors");
-  m.def("create_backend", &torch_accl::createBackend, "create an accl c10d Backend");
+  // Without the GIL: the constructor waits on the store for the other ranks.
+  m.def("create_backend", &torch_accl::createBackend, pybind11::call_guard<pybind11::gil_scoped_release>(),
+        "create an accl c10d Backend");
 }
