@@ -90,7 +90,6 @@ void AcclBackend::eagerConnectSingleDevice(at::Device device) {
 
 void AcclBackend::shutdown() {
   flushP2P();  // a last isend before destroy_process_group still goes out
-  if (ledger_) ledger_->stop();  // and is announced to a receiver from any source
   {
     std::lock_guard<std::mutex> lk(qmu_);
     if (stopping_) return;

@@ -13,37 +13,16 @@ std::string SendLedger::key(int src, int dst) const {
 }
 
 void SendLedger::noteSend(int dst) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (stopping_) return;
-    ++unpublished_[dst];
-    if (!publisher_.joinable()) publisher_ = std::thread([this] { publishLoop(); });
+  try {
+    store_->add(key(rank_, dst), 1);
+  } catch (const std::exception&) {
+    // The store is gone (its host rank ended): nobody is left to receive from any source.
   }
-  cv_.notify_one();
 }
 
 void SendLedger::noteRecv(int src) {
   std::lock_guard<std::mutex> lk(mu_);
   ++claimed_[src];
-}
-
-void SendLedger::publishLoop() {
-  std::unique_lock<std::mutex> lk(mu_);
-  for (;;) {
-    cv_.wait(lk, [&] { return stopping_ || !unpublished_.empty(); });
-    if (unpublished_.empty()) return;  // stopping, all published
-    std::map<int, int64_t> batch;
-    batch.swap(unpublished_);
-    lk.unlock();
-    for (auto& [dst, n] : batch) {
-      try {
-        store_->add(key(rank_, dst), n);
-      } catch (const std::exception&) {
-        // The store is gone (its host rank ended): nobody is left to receive these.
-      }
-    }
-    lk.lock();
-  }
 }
 
 int SendLedger::claimAny(std::chrono::steady_clock::time_point deadline, const std::string& what) {
@@ -72,15 +51,6 @@ int SendLedger::claimAny(std::chrono::steady_clock::time_point deadline, const s
     std::this_thread::sleep_for(std::min<steady_clock::duration>(pause, deadline - now));
     pause = std::min<microseconds>(pause * 2, milliseconds(20));
   }
-}
-
-void SendLedger::stop() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (publisher_.joinable()) publisher_.join();
 }
 
 }  // namespace torch_accl

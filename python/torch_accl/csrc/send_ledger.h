@@ -8,17 +8,17 @@
 // order, so source s has an unclaimed message for us exactly when sent(s -> us) > claimed(s);
 // an any-source receive polls the peers for one and then receives from it with ncclRecv.
 //
-// Sends publish from a thread of the ledger (started by the first send), batching what
-// accumulated, so a send never waits for the store; a receiver sees the count within a store
-// round trip of the send call, whether or not the send itself has started yet.
+// A send publishes its count on the calling thread, before the send call returns (one store
+// round trip per CPU send). Not from a thread of its own: the store's client serves one request
+// at a time, and a blocking request of the caller's (new_group waiting for a key another rank
+// sets only after its any-source receive has completed) held it while the count waited behind
+// it: a receiver waiting for that count and this rank waiting for the receiver's key stalled
+// until the timeout (seen with torch 2.5, 1 run in 15 under load).
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
-#include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -28,21 +28,17 @@ namespace torch_accl {
 class SendLedger {
  public:
   SendLedger(c10::intrusive_ptr<c10d::Store> store, int rank, int size);
-  ~SendLedger() { stop(); }
 
-  // A send to `dst` was issued (published asynchronously).
+  // A send to `dst` was issued: published before this returns.
   void noteSend(int dst);
   // A receive naming `src` was issued: it takes src's next message.
   void noteRecv(int src);
   // Blocks until some peer has a message nobody here has claimed, claims it and returns the
   // peer's rank; raises "Timed out" (naming `what`) at `deadline`.
   int claimAny(std::chrono::steady_clock::time_point deadline, const std::string& what);
-  // Publishes what is still unpublished and ends the thread. Idempotent.
-  void stop();
 
  private:
   std::string key(int src, int dst) const;
-  void publishLoop();
 
   c10::intrusive_ptr<c10d::Store> store_;
   const int rank_;
@@ -50,11 +46,7 @@ class SendLedger {
   std::vector<int64_t> claimed_;    // per source; under mu_
   std::vector<int64_t> sentSeen_;   // per source: the last total read from the store; under mu_
   int nextPeer_ = 0;                // where the next claimAny starts looking (fairness)
-  std::map<int, int64_t> unpublished_;  // dst -> sends not yet added to the store; under mu_
   std::mutex mu_;
-  std::condition_variable cv_;
-  std::thread publisher_;
-  bool stopping_ = false;
 };
 
 }  // namespace torch_accl
