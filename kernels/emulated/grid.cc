@@ -2,6 +2,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -140,6 +141,7 @@ class BlockRun {
       Fiber* f = fiber();
       if (resume(f)) alive.push_back(f);
     }
+    unsigned idleRounds = 0;  // rounds in a row in which every thread only spun
     while (!alive.empty()) {
       bool allAtBarrier = true;
       for (Fiber* f : alive) allAtBarrier = allAtBarrier && f->state == FiberState::AtBarrier;
@@ -156,10 +158,31 @@ class BlockRun {
         if (resume(f)) next.push_back(f);
       }
       alive.swap(next);
-      if (!ranOne && !alive.empty()) sched_yield();  // every thread is spinning: let the peers run
+      if (ranOne || alive.empty()) {
+        idleRounds = 0;
+      } else {
+        idleRounds++;
+        idleBackoff(idleRounds);
+      }
     }
     for (char* s : spare_) stacks().give(s);
     tlsBlock = nullptr;
+  }
+
+  // Every thread of the block is spinning on a flag: let the peers run. A GPU's spinning
+  // block costs the host nothing, but here it is a host thread: after a few yields it sleeps,
+  // 10 us at first and up to 500 us, or a few dozen blocks waiting for host threads (staged
+  // proxies, network proxies, other ranks) take the CPUs those threads need.
+  static void idleBackoff(unsigned idleRounds) {
+    constexpr unsigned kYieldsFirst = 32;
+    if (idleRounds <= kYieldsFirst) {
+      sched_yield();
+      return;
+    }
+    const unsigned doublings = std::min(idleRounds - kYieldsFirst - 1, 6u);
+    const long usec = std::min(10l << doublings, 500l);
+    timespec t{0, usec * 1000};
+    nanosleep(&t, nullptr);
   }
 
   void yield(FiberState why) {
