@@ -611,6 +611,8 @@ std::vector<MatrixCase> buildMatrix(int nranks, const MatrixScope& scope) {
     colls.insert(colls.end(), {Coll::AllGather, Coll::ReduceScatter, Coll::AlltoAll, Coll::Gather, Coll::Scatter,
                                Coll::SendRecvRing, Coll::SendRecvAllPairs});
   }
+  const char* fewTypesEnv = std::getenv("ACCL_TEST_MATRIX_FEW_TYPES");
+  const bool fewTypes = scope.fewTypes || (fewTypesEnv != nullptr && std::string(fewTypesEnv) == "1");
   int rotate = 0;
   for (Coll coll : colls) {
     const bool red = isReduction(coll);
@@ -619,6 +621,8 @@ std::vector<MatrixCase> buildMatrix(int nranks, const MatrixScope& scope) {
     if (hasInPlace(coll)) placements.push_back(true);
     for (size_t ti = 0; ti < std::size(kAllTypes); ti++) {
       const ncclDataType_t t = kAllTypes[ti];
+      if (fewTypes && t != ncclInt8 && t != ncclInt32 && t != ncclBfloat16 && t != ncclFloat32 && t != ncclFloat64)
+        continue;
       const bool isFloat = typeInfo(t).cls == TypeClass::Float;
       std::vector<MatrixOp> ops;
       if (red) ops.assign(std::begin(kReductionOps), std::end(kReductionOps));

@@ -53,6 +53,11 @@ struct MatrixScope {
   bool fullOps = false;                       // every op at the prime count, all roots everywhere
   bool big = false;                           // include the 16 MiB tier
   bool fewRoots = false;  // count 7: roots 0, 1, n/2 and n-1 instead of every root (many ranks)
+  // One type per element size and kind (int8, int32, bfloat16, float32, float64) instead of all
+  // twelve: for runs that repeat a matrix another test runs with every type (the same kernels
+  // under one hardware queue) or whose device code only moves bytes (staged kernels). Also set
+  // by the environment variable ACCL_TEST_MATRIX_FEW_TYPES=1 (ctest's one-queue reruns).
+  bool fewTypes = false;
   // Self-check of the checker: flip a high bit of one output element per case after the call;
   // messages then name the cases whose corruption went unnoticed (expected: none).
   bool corruptOutputs = false;
