@@ -34,11 +34,15 @@ build: configure
 run: deps build
 	@bash scripts/run-demo.sh $(BUILD)
 
-# The quick sanitizer tests' own builds of the library (tests/sanitize/quick.sh) are made here,
-# before ctest, with every CPU: the suite then times tests, not compilers.
+# The quick sanitizer tests' own builds of the library (tests/sanitize/quick.sh) and the torch
+# extension for the newest and the oldest torch (tests/torch/run_*.sh, `-c pass`: build, then
+# run nothing) are made here, before ctest, with every CPU: the suite then times tests, not
+# compilers (the two extension builds took 200 s of torch.PytestSuite and torch.OldestTorch).
 test: deps deps-torch build
 	QUICK_BUILD_ONLY=1 sh tests/sanitize/quick.sh asan-ubsan $(CURDIR) $(abspath $(BUILD))/sanitize $(JOBS)
 	QUICK_BUILD_ONLY=1 sh tests/sanitize/quick.sh tsan $(CURDIR) $(abspath $(BUILD))/sanitize $(JOBS)
+	sh tests/torch/run_ctest.sh $(CURDIR) $(abspath $(BUILD))/lib/libnccl.so.2 -c pass
+	MAX_JOBS=$(JOBS) sh tests/torch/run_oldest.sh $(CURDIR) $(abspath $(BUILD))/lib/libnccl.so.2 $(abspath $(BUILD))/torch-oldest -c pass
 	cd $(BUILD) && ctest --output-on-failure -j 2 --timeout 600
 
 # ACCL next to OpenMPI and Gloo, interleaved, in one run (perf/compare.py; BENCH_ARGS adds options,
