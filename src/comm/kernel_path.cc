@@ -121,8 +121,7 @@ KernelPath::~KernelPath() {
     std::shared_ptr<void> last = order_.last();
     std::shared_ptr<dev::Backend> backend = backend_;
     dev::releaseLater(backend_, dev::Buffer(p, [own, held, box, word, last, backend](char*) mutable {
-                        while (last && !backend->markerReached(last))
-                          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                        LaunchOrder::reached(*backend, last, std::chrono::milliseconds::max());
                         own.reset();
                         held.reset();
                         box.reset();

@@ -22,10 +22,14 @@ std::shared_ptr<void> LaunchOrder::last() {
 }
 
 bool LaunchOrder::lastDone(dev::Backend& backend, std::chrono::milliseconds limit) {
-  std::shared_ptr<void> m = last();
-  const auto deadline = std::chrono::steady_clock::now() + limit;
+  return reached(backend, last(), limit);
+}
+
+bool LaunchOrder::reached(dev::Backend& backend, const std::shared_ptr<void>& m, std::chrono::milliseconds limit) {
+  const bool forever = limit == std::chrono::milliseconds::max();  // now() + max would overflow
+  const auto deadline = std::chrono::steady_clock::now() + (forever ? std::chrono::milliseconds(0) : limit);
   while (m && !backend.markerReached(m)) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
+    if (!forever && std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   return true;

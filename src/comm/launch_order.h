@@ -22,6 +22,9 @@ class LaunchOrder {
   std::shared_ptr<void> last();
   // Waits (at most `limit`) until the device has run the last uncaptured launch.
   bool lastDone(dev::Backend& backend, std::chrono::milliseconds limit);
+  // Waits (at most `limit`; milliseconds::max(): for good) until the device has reached `marker`
+  // (null: at once); also usable once the LaunchOrder is gone, with a marker taken from last().
+  static bool reached(dev::Backend& backend, const std::shared_ptr<void>& marker, std::chrono::milliseconds limit);
 
  private:
   std::mutex mu_;
