@@ -162,15 +162,24 @@ ACCL_DEV bool peerInAnotherCall(const CollKernelArgs& a, const WaitFor& w) {
 // says what it waited for in the report): the data is then meaningless, the stream goes on.
 ACCL_DEV bool waitAtLeast(const CollKernelArgs& a, const uint64_t* flag, uint64_t v, WaitFor w) {
   if (loadAcquire(flag) >= v) return true;
-  const uint64_t start = a.timeoutNs ? nowNs() : 0;
+  // The peer's published call is compared by time, not by spin count: a spin lasts ~1 us on a
+  // GPU but up to 500 us on the emulated grid (an all-idle block sleeps), where 16k spins
+  // made a reduce with mismatched roots take 8 s to fail.
+  constexpr uint64_t kPeerCheckNs = 16000000;
+  const uint64_t start = nowNs();
+  uint64_t nextPeerCheck = start + kPeerCheckNs;
   for (uint32_t i = 0;; i++) {
     if (loadAcquire(flag) >= v) return true;
     if ((i & 255) == 255) {
       if (loadAcquire(devicePointer(a.abortFlag)) != 0) return false;
       uint64_t* report = a.report ? devicePointer(a.report) : nullptr;
       if (report && loadAcquire(&report[kReportCode]) != 0) return false;  // another wait timed out
-      if ((i & 0x3fff) == 0x3fff && peerInAnotherCall(a, w)) return false;
-      if (a.timeoutNs && nowNs() - start > a.timeoutNs) {
+      const uint64_t now = nowNs();
+      if (now >= nextPeerCheck) {
+        nextPeerCheck = now + kPeerCheckNs;
+        if (peerInAnotherCall(a, w)) return false;
+      }
+      if (a.timeoutNs && now - start > a.timeoutNs) {
         if (uint64_t* claimed = claimReport(a, w)) storeRelease(&claimed[kReportCode], kReportTimedOut);
         return false;
       }
