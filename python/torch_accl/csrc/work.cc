@@ -1,5 +1,7 @@
 #include "work.h"
 
+#include <algorithm>
+
 #include "streams.h"
 
 namespace torch_accl {
@@ -101,9 +103,13 @@ void AcclWork::deviceEnqueued(c10::Device device, std::shared_ptr<c10::Event> do
 bool AcclWork::waitHost(std::chrono::milliseconds timeout) {
   auto limit = (timeout == kNoTimeout || timeout.count() <= 0) ? timeout_ : timeout;
   std::unique_lock<std::mutex> lk(mu_);
-  // The library fails the op itself after ACCL_TIMEOUT (= the group timeout) naming the peer;
-  // this deadline (plus a grace period) only catches what the library could not.
-  auto grace = limit + std::chrono::seconds(5);
+  // The library fails the op itself after ACCL_TIMEOUT naming the peer, a moment after this
+  // deadline when ACCL_TIMEOUT is this group's timeout; the grace (a tenth of the timeout, at
+  // most 5 s) lets its message win then. ACCL_TIMEOUT is read once per process, so a group
+  // created with a shorter timeout than the first (or a communicator whose init waits for a
+  // rank that never comes) relies on this deadline: it must fire close to the timeout, as
+  // gloo's does (PyTorch's test_barrier_timeout_group waits 10 s for a 5 s timeout).
+  auto grace = limit + std::min<std::chrono::milliseconds>(limit / 10, std::chrono::seconds(5));
   if (!cv_.wait_for(lk, grace, [&] { return done_; })) {
     lk.unlock();
     std::string last = owner_->lastError();
