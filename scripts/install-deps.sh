@@ -21,6 +21,7 @@ APT_PACKAGES=(
   # ROCm's HIP runtime, never linked: the HIP backend's loader test dlopen()s it on a machine
   # without an AMD GPU (no device: the library must fall back to the host backend).
   libamdhip64-5
+  gdb  # tests/torch/dist_suite.py prints the native stacks of ranks that hang
 )
 
 missing=()

@@ -135,6 +135,13 @@ def run_mode(args):
             super().setUp()
             self._start_processes(torch.multiprocessing.get_context("fork").Process)
 
+        def _get_timedout_process_traceback(self):
+            # torch asks a hung rank for its Python traceback through its pipe, which a rank
+            # past its test (in destroy_process_group or at exit) has closed: print every live
+            # rank's native stacks first, where a hang inside the library shows.
+            print_native_stacks([p.pid for p in self.processes if p.exitcode is None])
+            super()._get_timedout_process_traceback()
+
     names = sorted(n for n in dir(TestDistBackendWithFork) if n.startswith("test_"))
     groups = set(args.groups.split(","))
     names = [n for n in names if group_of(n) in groups and (not args.tests or re.search(args.tests, n))]
@@ -186,6 +193,22 @@ def run_mode(args):
         suite = unittest.TestSuite(TestDistBackendWithFork(n) for n in names if n not in skip_as)
         suite.run(Result(sink))
     return 0
+
+
+def print_native_stacks(pids):
+    """Every thread's native stack of each process (gdb), to stderr, or why it cannot."""
+    import shutil
+    gdb = shutil.which("gdb")
+    for pid in pids:
+        if gdb is None:
+            print(f"rank process {pid} hung; no gdb to print its stacks (scripts/install-deps.sh installs it)",
+                  file=sys.__stderr__, flush=True)
+            continue
+        r = subprocess.run([gdb, "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt 30"],
+                           capture_output=True, text=True, timeout=120)
+        frames = [l for l in r.stdout.splitlines() if l.startswith(("Thread ", "#"))]
+        print(f"=== native stacks of hung rank process {pid} ===\n" + "\n".join(frames or [r.stderr[-2000:]]),
+              file=sys.__stderr__, flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
