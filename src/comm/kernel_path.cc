@@ -161,14 +161,14 @@ KernelPath::~KernelPath() {
   }
 }
 
-void KernelPath::watchPeerProcesses(Comm* c) {
+void KernelPath::watchPeers(Comm* c) {
   std::vector<std::pair<int, pid_t>> others;  // rank, pid: peers in other processes of this pid namespace
   const PeerInfo& me = c->peers[c->rank];
   // Peers behind the network proxy are not watched: their connection tells the proxy.
   for (int r = 0; r < c->nranks; r++)
     if (c->peers[r].pid != me.pid && c->peers[r].pidNs == me.pidNs && !viaNet_[rank_][r])
       others.push_back({r, c->peers[r].pid});
-  if (others.empty()) return;
+  if (c->nranks < 2 || !c->bootstrap) return;
   // The comm outlives this thread: ~KernelPath (a member of it) joins it first.
   watcher_ = std::thread([this, c, others] {
     while (!stopWatching_.load()) {
@@ -179,6 +179,21 @@ void KernelPath::watchPeerProcesses(Comm* c) {
                "waiting kernels give up and the communicator fails",
                c->rank, c->describePeer(rank).c_str(), static_cast<int>(pid));
         c->fail(ncclRemoteError, rank);
+        return;
+      }
+      // A rank whose communicator failed (a mismatch its kernel saw, a lost peer, a timeout)
+      // closes its bootstrap ring with a notice naming the cause. Its kernels have given up,
+      // so kernels here that wait for its data (or for a rank that waits for it) never would:
+      // fail too, which closes this rank's ring in turn, around the whole communicator.
+      int culprit = -1;
+      const int neighbour = c->bootstrap->closedNeighbour(&culprit);
+      if (neighbour >= 0) {
+        if (c->asyncError.load() == ncclSuccess && c->abortFlag.load() == 0)
+          WARN("rank %d: %s closed its bootstrap connection (its communicator failed%s) while this communicator "
+               "runs collectives as kernels: waiting kernels give up and the communicator fails",
+               c->rank, c->describePeer(neighbour).c_str(),
+               culprit >= 0 && culprit != neighbour ? (", naming rank " + std::to_string(culprit)).c_str() : "");
+        c->fail(ncclRemoteError, culprit >= 0 ? culprit : neighbour);
         return;
       }
       for (int i = 0; i < 20 && !stopWatching_.load(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -452,7 +467,7 @@ ncclResult_t setUpKernelPath(Comm* c) {
        c->rank, c->nranks, bytes, inProcess, c->cudaDev, kern::kChunkBytes, kern::kSlots, kern::kCollThreads,
        netPeers.empty() ? "no peer through the network proxy" : "network proxy for ranks ", via.c_str());
   c->kernelPath = std::move(kp);
-  c->kernelPath->watchPeerProcesses(c);
+  c->kernelPath->watchPeers(c);
   return ncclSuccess;
 }
 

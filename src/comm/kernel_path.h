@@ -38,10 +38,11 @@ class KernelPath {
   // ncclInvalidUsage (WARNed once naming both calls with `describe`, the communicator failed)
   // when a kernel found a peer's chunk stamped with another call than its own.
   ncclResult_t checkKernels(Comm& c, std::string (*describe)(const void* stamp));
-  // Peers in other processes of this host whose mailbox this rank uses (peers behind the network
-  // proxy have a connection that says so): a thread checks every 200 ms that each is alive, and
-  // fails the communicator (kernels give up) naming the one that exited. Started by setUpKernelPath.
-  void watchPeerProcesses(Comm* c);
+  // A thread checks every 200 ms that the peers in other processes of this host whose mailbox
+  // this rank uses are alive (peers behind the network proxy have a connection that says so),
+  // and that no bootstrap ring neighbour has failed; either fails the communicator (kernels
+  // give up) naming the rank. Started by setUpKernelPath.
+  void watchPeers(Comm* c);
   // The part of every launch's arguments that is the same for every call.
   void fillCommon(kern::CollKernelArgs* a) const;
   // What a launch carrying this rank's tasks needs of this rank (its mailbox and proxy box).

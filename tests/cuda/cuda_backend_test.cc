@@ -518,6 +518,101 @@ INSTANTIATE_TEST_SUITE_P(Calls, KernelMismatch,
                            return std::string(std::get<0>(p.param)) + (std::get<1>(p.param) ? "ThroughTheProxy" : "");
                          });
 
+// The same among 3 and 4 thread ranks on one device, the last rank's call differing: only
+// the ranks whose data crosses the mismatch see it; the others must learn it as a failed
+// peer before their next call returns (issue 27), and nobody may hang. Each rank therefore
+// makes one more matched call after the mismatched one: its result (or the communicator's
+// async error after it) is ncclInvalidUsage or ncclRemoteError on every rank.
+class KernelMismatchAmongMore : public testing::TestWithParam<std::tuple<const char*, bool, int>> {};
+
+TEST_P(KernelMismatchAmongMore, EveryRankFailsByItsNextCallAndNoneHangs) {
+  const std::string kind = std::get<0>(GetParam());
+  const bool proxy = std::get<1>(GetParam());
+  const int n = std::get<2>(GetParam());
+  if (proxy) setenv("NCCL_P2P_DISABLE", "1", 1);
+  const std::string log = testing::TempDir() + "kmismatchn" + std::to_string(getpid()) + ".log";
+  setenv("NCCL_DEBUG", "WARN", 1);
+  setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+  REQUIRE_DRIVER(d);
+  std::vector<std::string> problems(n);
+  std::vector<ncclResult_t> after(n, ncclSuccess);
+  accl_test::Watchdog watchdog(n, 120);
+  std::string error;
+  bool ok = runThreadRanks(
+      n, [](int) { useDevice(0); },
+      [&](ncclComm_t comm, int rank) {
+        CUstream s = nullptr;
+        ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&s, CU_STREAM_NON_BLOCKING));
+        auto st = reinterpret_cast<cudaStream_t>(s);
+        CUdeviceptr b = 0;
+        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&b, 2000 * 4));
+        // Copies on the rank's own stream: a synchronous copy goes through the legacy stream,
+        // which may share a hardware queue with another rank's stream whose kernel waits for
+        // this rank's next call (4 ranks of one process on one device).
+        std::vector<int32_t> v(2000, rank + 1);
+        ASSERT_EQ(CUDA_SUCCESS, d->memcpyHtoDAsync(b, v.data(), 2000 * 4, s));
+        void* p = reinterpret_cast<void*>(b);
+        watchdog.at(rank, "the matched all-reduce");
+        EXPECT_EQ(ncclSuccess, ncclAllReduce(p, p, 2000, ncclInt32, ncclSum, comm, st));
+        ASSERT_EQ(CUDA_SUCCESS, d->memcpyDtoHAsync(v.data(), b, 2000 * 4, s));
+        EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
+        if (v[0] != n * (n + 1) / 2 || v[1999] != n * (n + 1) / 2)
+          problems[rank] = "the matched all-reduce gave " + std::to_string(v[0]);
+        const bool last = rank == n - 1;
+        watchdog.at(rank, "the mismatched call");
+        // Calls on a communicator that has already failed return its error: not checked here.
+        if (kind == "send") {
+          // A ring of sends: the last rank sends and receives 1000 elements, the others 500.
+          const size_t count = last ? 1000 : 500;
+          ncclGroupStart();
+          ncclSend(p, count, ncclInt32, (rank + 1) % n, comm, st);
+          ncclRecv(static_cast<int32_t*>(p) + 1000, count, ncclInt32, (rank + n - 1) % n, comm, st);
+          ncclGroupEnd();
+        } else if (kind == "root") {
+          ncclReduce(p, p, 1000, ncclInt32, ncclSum, last ? n - 1 : 0, comm, st);
+        } else if (kind == "operation") {
+          if (last) ncclBroadcast(p, p, 1000, ncclInt32, 0, comm, st);
+          else ncclAllReduce(p, p, 1000, ncclInt32, ncclSum, comm, st);
+        } else if (kind == "missing") {
+          if (rank == 0) ncclBroadcast(p, p, 1000, ncclInt32, 0, comm, st);
+          ncclAllReduce(p, p, 1000, ncclInt32, ncclSum, comm, st);
+        } else {
+          ncclAllReduce(p, p, last && kind == "count" ? 2000 : 1000, last && kind == "type" ? ncclFloat32 : ncclInt32,
+                        last && kind == "op" ? ncclMax : ncclSum, comm, st);
+        }
+        EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s)) << "the mismatched call did not end";
+        watchdog.at(rank, "the next matched call");
+        ncclResult_t r = ncclAllReduce(p, p, 1000, ncclInt32, ncclSum, comm, st);
+        EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s)) << "the call after the mismatched one did not end";
+        if (r == ncclSuccess) ncclCommGetAsyncError(comm, &r);
+        after[rank] = r;
+        watchdog.at(rank, "done");
+        d->streamDestroy(s);
+        d->memFree(b);
+      },
+      &error);
+  unsetenv("NCCL_P2P_DISABLE");
+  EXPECT_TRUE(ok) << error;
+  const std::string text = accl_test::readFile(log);
+  unlink(log.c_str());
+  int saw = 0;
+  for (int r = 0; r < n; r++) {
+    EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
+    saw += after[r] == ncclInvalidUsage;
+    EXPECT_TRUE(after[r] == ncclInvalidUsage || after[r] == ncclRemoteError) << "rank " << r << ": " << after[r];
+  }
+  EXPECT_LE(1, saw) << text;
+  EXPECT_NE(std::string::npos, text.find("mismatched calls: rank")) << text;
+}
+
+INSTANTIATE_TEST_SUITE_P(Calls, KernelMismatchAmongMore,
+                         testing::Combine(testing::Values("count", "type", "op", "send", "root", "operation", "missing"),
+                                          testing::Bool(), testing::Values(3, 4)),
+                         [](const testing::TestParamInfo<std::tuple<const char*, bool, int>>& p) {
+                           return std::string(std::get<0>(p.param)) + (std::get<1>(p.param) ? "ThroughTheProxy" : "") +
+                                  "On" + std::to_string(std::get<2>(p.param)) + "Ranks";
+                         });
+
 // One rank: every collective is its own kernel launch on the user's stream (no gate, no
 // worker): the whole matrix, PreMulSum and sends/receives to itself included, and no stream
 // memory operation on the fake.
