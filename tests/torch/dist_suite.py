@@ -52,7 +52,7 @@ GROUPS = [
 DEFAULT_GROUPS = [g for g, _ in GROUPS if g != "ddp"]
 # --tests small-worldsize: the tests the suite skips below world size 8 (skip_if_small_worldsize).
 SMALL_WORLDSIZE = (r"^test_(reduce|all_reduce_coalesced)_group_|^test_(scatter|gather)_group$|^test_all_to_all\w*_group"
-                   r"|^test_monitored_barrier_wait_all_ranks$")
+                   r"|^test_monitored_barrier_wait_all_ranks$|^test_barrier_timeout_group$")
 
 # Tests that pass on gloo but cannot pass on accl-as-gloo, for reasons outside accl's control.
 # {test name: reason}; docs/pytorch.md carries the same list.
