@@ -188,6 +188,23 @@ void KernelPath::watchPeers(Comm* c) {
       int culprit = -1;
       const int neighbour = c->bootstrap->closedNeighbour(&culprit);
       if (neighbour >= 0) {
+        // This rank's own kernels may be about to find the cause themselves (a mismatch the
+        // neighbour saw too: a kernel compares a waiting peer's call every 16 ms on a GPU,
+        // up to ~130 ms apart on the emulated grid). Failing first would stop them and turn
+        // the precise ncclInvalidUsage into a lost peer, so give them a moment while any launch
+        // of this rank is unfinished.
+        const uint64_t* report = abortHost_ ? abortHost_ + 1 : nullptr;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+        auto reportCode = [&] { return report ? __atomic_load_n(&report[kern::kReportCode], __ATOMIC_ACQUIRE) : 0; };
+        while (reportCode() == 0 && !stopWatching_.load() && std::chrono::steady_clock::now() < until) {
+          std::shared_ptr<void> last = order_.last();
+          if (!last || backend_->markerReached(last)) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        if (reportCode() == kern::kReportMismatch) {
+          c->fail(ncclInvalidUsage);  // the next call (checkKernels) WARNs naming both calls
+          return;
+        }
         if (c->asyncError.load() == ncclSuccess && c->abortFlag.load() == 0)
           WARN("rank %d: %s closed its bootstrap connection (its communicator failed%s) while this communicator "
                "runs collectives as kernels: waiting kernels give up and the communicator fails",
