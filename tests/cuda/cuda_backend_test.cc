@@ -394,15 +394,50 @@ TEST(CudaBackend, MoreRanksOnOneDeviceThanItsResidentBlocksHoldAreRefusedAtInit)
 // learns of rank 1's failure first). The mismatched call does not hang (the kernels
 // give up), ncclCommGetAsyncError then says ncclInvalidUsage on both ranks, and the WARN names
 // both calls. A matched call before it is exact, as stamps must not fail matched calls.
+// The mismatch tests' set-up: NCCL_P2P_DISABLE=1 for the proxy variants, and WARNs into a
+// file of their own (returned) for the test to read.
+std::string mismatchTestLog(bool proxy, const char* tag) {
+  if (proxy) setenv("NCCL_P2P_DISABLE", "1", 1);
+  const std::string log = testing::TempDir() + tag + std::to_string(getpid()) + ".log";
+  setenv("NCCL_DEBUG", "WARN", 1);
+  setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+  return log;
+}
+
+// The end of a mismatch test: NCCL_P2P_DISABLE unset, and the WARNs written to `log`.
+std::string takeMismatchTestLog(const std::string& log) {
+  unsetenv("NCCL_P2P_DISABLE");
+  std::string text = accl_test::readFile(log);
+  unlink(log.c_str());
+  return text;
+}
+
+// A rank of a mismatch test: its stream and a buffer of 2000 int32 after an all-reduce of
+// rank + 1 that every rank matches (stamps must not fail matched calls); "" when that sum over
+// n ranks is exact, else what it gave. The copies go on the rank's own stream: a synchronous
+// copy goes through the legacy stream, which may share a hardware queue with another rank's
+// stream whose kernel waits for this rank's next call (4 ranks of one process on one device).
+std::string matchedAllReduceFirst(const TestDriver* d, ncclComm_t comm, int rank, int n, CUstream* s, CUdeviceptr* b) {
+  if (d->streamCreate(s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS || d->memAlloc(b, 2000 * 4) != CUDA_SUCCESS)
+    return "no stream or buffer";
+  std::vector<int32_t> v(2000, rank + 1);
+  void* p = reinterpret_cast<void*>(*b);
+  if (d->memcpyHtoDAsync(*b, v.data(), 2000 * 4, *s) != CUDA_SUCCESS) return "the upload failed";
+  if (ncclAllReduce(p, p, 2000, ncclInt32, ncclSum, comm, reinterpret_cast<cudaStream_t>(*s)) != ncclSuccess)
+    return "the matched all-reduce was refused";
+  if (d->memcpyDtoHAsync(v.data(), *b, 2000 * 4, *s) != CUDA_SUCCESS || d->streamSynchronize(*s) != CUDA_SUCCESS)
+    return "the matched all-reduce did not end";
+  const int sum = n * (n + 1) / 2;
+  if (v[0] != sum || v[1999] != sum) return "the matched all-reduce gave " + std::to_string(v[0]);
+  return "";
+}
+
 class KernelMismatch : public testing::TestWithParam<std::tuple<const char*, bool>> {};
 
 TEST_P(KernelMismatch, FailsOnBothRanksNamingBothCallsInsteadOfWrongDataOrAHang) {
   const std::string kind = std::get<0>(GetParam());
   const bool proxy = std::get<1>(GetParam());
-  if (proxy) setenv("NCCL_P2P_DISABLE", "1", 1);
-  const std::string log = testing::TempDir() + "kmismatch" + std::to_string(getpid()) + ".log";
-  setenv("NCCL_DEBUG", "WARN", 1);
-  setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+  const std::string log = mismatchTestLog(proxy, "kmismatch");
   REQUIRE_DRIVER(d);
   std::vector<std::string> problems(2);
   std::vector<ncclResult_t> async(2, ncclSuccess);
@@ -411,17 +446,11 @@ TEST_P(KernelMismatch, FailsOnBothRanksNamingBothCallsInsteadOfWrongDataOrAHang)
       2, [](int) { useDevice(0); },
       [&](ncclComm_t comm, int rank) {
         CUstream s = nullptr;
-        ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&s, CU_STREAM_NON_BLOCKING));
-        auto st = reinterpret_cast<cudaStream_t>(s);
         CUdeviceptr b = 0;
-        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&b, 2000 * 4));
-        std::vector<int32_t> v(2000, rank + 1);
-        d->memcpyHtoD(b, v.data(), 2000 * 4);
+        problems[rank] = matchedAllReduceFirst(d, comm, rank, 2, &s, &b);
+        if (s == nullptr || b == 0) return;
+        auto st = reinterpret_cast<cudaStream_t>(s);
         void* p = reinterpret_cast<void*>(b);
-        EXPECT_EQ(ncclSuccess, ncclAllReduce(p, p, 2000, ncclInt32, ncclSum, comm, st));
-        EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
-        d->memcpyDtoH(v.data(), b, 2000 * 4);
-        if (v[0] != 3 || v[1999] != 3) problems[rank] = "the matched all-reduce gave " + std::to_string(v[0]);
         size_t count = 1000;
         ncclDataType_t type = ncclInt32;
         ncclRedOp_t op = ncclSum;
@@ -460,10 +489,8 @@ TEST_P(KernelMismatch, FailsOnBothRanksNamingBothCallsInsteadOfWrongDataOrAHang)
         d->memFree(b);
       },
       &error);
-  unsetenv("NCCL_P2P_DISABLE");
+  const std::string text = takeMismatchTestLog(log);
   EXPECT_TRUE(ok) << error;
-  const std::string text = accl_test::readFile(log);
-  unlink(log.c_str());
   for (int r = 0; r < 2; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
   if (kind == "missing" || kind == "operation") {
     // Each rank may meet the other's data of another call (rank 1 rank 0's broadcast or
@@ -529,10 +556,7 @@ TEST_P(KernelMismatchAmongMore, EveryRankFailsByItsNextCallAndNoneHangs) {
   const std::string kind = std::get<0>(GetParam());
   const bool proxy = std::get<1>(GetParam());
   const int n = std::get<2>(GetParam());
-  if (proxy) setenv("NCCL_P2P_DISABLE", "1", 1);
-  const std::string log = testing::TempDir() + "kmismatchn" + std::to_string(getpid()) + ".log";
-  setenv("NCCL_DEBUG", "WARN", 1);
-  setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+  const std::string log = mismatchTestLog(proxy, "kmismatchn");
   REQUIRE_DRIVER(d);
   std::vector<std::string> problems(n);
   std::vector<ncclResult_t> after(n, ncclSuccess);
@@ -542,22 +566,12 @@ TEST_P(KernelMismatchAmongMore, EveryRankFailsByItsNextCallAndNoneHangs) {
       n, [](int) { useDevice(0); },
       [&](ncclComm_t comm, int rank) {
         CUstream s = nullptr;
-        ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&s, CU_STREAM_NON_BLOCKING));
-        auto st = reinterpret_cast<cudaStream_t>(s);
         CUdeviceptr b = 0;
-        ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&b, 2000 * 4));
-        // Copies on the rank's own stream: a synchronous copy goes through the legacy stream,
-        // which may share a hardware queue with another rank's stream whose kernel waits for
-        // this rank's next call (4 ranks of one process on one device).
-        std::vector<int32_t> v(2000, rank + 1);
-        ASSERT_EQ(CUDA_SUCCESS, d->memcpyHtoDAsync(b, v.data(), 2000 * 4, s));
-        void* p = reinterpret_cast<void*>(b);
         watchdog.at(rank, "the matched all-reduce");
-        EXPECT_EQ(ncclSuccess, ncclAllReduce(p, p, 2000, ncclInt32, ncclSum, comm, st));
-        ASSERT_EQ(CUDA_SUCCESS, d->memcpyDtoHAsync(v.data(), b, 2000 * 4, s));
-        EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
-        if (v[0] != n * (n + 1) / 2 || v[1999] != n * (n + 1) / 2)
-          problems[rank] = "the matched all-reduce gave " + std::to_string(v[0]);
+        problems[rank] = matchedAllReduceFirst(d, comm, rank, n, &s, &b);
+        if (s == nullptr || b == 0) return;
+        auto st = reinterpret_cast<cudaStream_t>(s);
+        void* p = reinterpret_cast<void*>(b);
         const bool last = rank == n - 1;
         watchdog.at(rank, "the mismatched call");
         // Calls on a communicator that has already failed return its error: not checked here.
@@ -591,10 +605,8 @@ TEST_P(KernelMismatchAmongMore, EveryRankFailsByItsNextCallAndNoneHangs) {
         d->memFree(b);
       },
       &error);
-  unsetenv("NCCL_P2P_DISABLE");
+  const std::string text = takeMismatchTestLog(log);
   EXPECT_TRUE(ok) << error;
-  const std::string text = accl_test::readFile(log);
-  unlink(log.c_str());
   int saw = 0;
   for (int r = 0; r < n; r++) {
     EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
