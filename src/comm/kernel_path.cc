@@ -191,16 +191,9 @@ void KernelPath::watchPeers(Comm* c) {
         // This rank's own kernels may be about to find the cause themselves (a mismatch the
         // neighbour saw too: a kernel compares a waiting peer's call every 16 ms on a GPU,
         // up to ~130 ms apart on the emulated grid). Failing first would stop them and turn
-        // the precise ncclInvalidUsage into a lost peer, so give them a moment while any launch
-        // of this rank is unfinished.
-        const uint64_t* report = abortHost_ ? abortHost_ + 1 : nullptr;
-        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
-        auto reportCode = [&] { return report ? __atomic_load_n(&report[kern::kReportCode], __ATOMIC_ACQUIRE) : 0; };
-        while (reportCode() == 0 && !stopWatching_.load() && std::chrono::steady_clock::now() < until) {
-          std::shared_ptr<void> last = order_.last();
-          if (!last || backend_->markerReached(last)) break;
-          std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
+        // the precise ncclInvalidUsage into a lost peer, so give them a moment: a kernel that
+        // reports gives up, which ends this rank's last launch.
+        lastLaunchDone(std::chrono::milliseconds(300));
         if (reportCode() == kern::kReportMismatch) {
           c->fail(ncclInvalidUsage);  // the next call (checkKernels) WARNs naming both calls
           return;
@@ -268,9 +261,13 @@ void KernelPath::finishSends(Comm& c) {
          rank_, static_cast<long long>(limit.count()));
 }
 
+uint64_t KernelPath::reportCode() const {
+  return abortHost_ ? __atomic_load_n(&abortHost_[1 + kern::kReportCode], __ATOMIC_ACQUIRE) : 0;
+}
+
 ncclResult_t KernelPath::checkKernels(Comm& c, std::string (*describe)(const void* stamp)) {
   const uint64_t* report = abortHost_ + 1;
-  const uint64_t code = abortHost_ ? __atomic_load_n(&report[kern::kReportCode], __ATOMIC_ACQUIRE) : 0;
+  const uint64_t code = reportCode();
   if (code == 0) return ncclSuccess;
   std::lock_guard<std::mutex> lk(mu_);
   if (code == kern::kReportMismatch) {

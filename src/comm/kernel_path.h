@@ -65,6 +65,8 @@ class KernelPath {
   ncclResult_t staging(size_t bytes, bool capturing, char** out);
 
  private:
+  // The kernels' report code (kern::kReportCode): 0 while no kernel gave up.
+  uint64_t reportCode() const;
   friend ncclResult_t setUpKernelPath(Comm* c);
   std::shared_ptr<dev::Backend> backend_;
   int rank_ = 0, nranks_ = 0;

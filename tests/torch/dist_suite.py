@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -197,7 +198,6 @@ def run_mode(args):
 
 def print_native_stacks(pids):
     """Every thread's native stack of each process (gdb), to stderr, or why it cannot."""
-    import shutil
     gdb = shutil.which("gdb")
     for pid in pids:
         if gdb is None:
