@@ -129,32 +129,44 @@ ACCL_DEV void publishCall(uint64_t* wordAt, KStamp* at, const KStamp& s) {
   storeRelease(wordAt, static_cast<uint64_t>(s.seq) + 1);
 }
 
-// Whether the peer this wait is for is in another collective with the same call number: then
-// what this rank waits for never comes. A mailbox peer's launch published its call in its
-// mailbox header; a peer reached through the proxies announced it to this rank's proxy (which
-// it does for the peers whose data it waits for, so two ranks waiting for each other find it).
-// Reports the mismatch like a stamp that came with a chunk. Stamps on only.
+// The call `peer` is in, as far as `rank` can see it, when it has call number `seq`: a mailbox
+// peer's launch published it in its mailbox header; a peer reached through the proxies
+// announced it to this rank's proxy (which it does for the peers whose data it waits for).
+ACCL_DEV bool callOfPeer(const CollKernelArgs& a, int rank, int peer, uint32_t seq, KStamp* out) {
+  if (a.viaNet[rank][peer]) {
+    if (a.proxyBox[rank] == nullptr) return false;
+    ProxyHeader* h = proxy(a, rank);
+    return readCall(&h->peerCallWord[peer], &h->peerCall[peer], seq, out);
+  }
+  if (a.mailbox[peer] == nullptr) return false;
+  MailboxHeader* h = header(a, peer);
+  return readCall(&h->callWord, &h->call, seq, out);
+}
+
+// Whether a peer is in another collective with the same call number: then what this rank waits
+// for may never come. The peer this wait is for is looked at first, then every other: in a ring
+// of ranks each waiting for the next through the proxies (broadcasts whose roots differ), each
+// rank's notice reaches only the rank it waits for, which itself waits for another.
+// Reports the mismatch (naming that peer) like a stamp that came with a chunk. Stamps on only.
 ACCL_DEV bool peerInAnotherCall(const CollKernelArgs& a, const WaitFor& w) {
   if (a.p2p || (w.what != kWaitPeerData && w.what != kWaitPeerSpace) || w.peer == w.rank) return false;
   const KStamp& mine = a.stamp[w.rank];
   if (mine.magic == 0) return false;
-  KStamp theirs;
-  if (a.viaNet[w.rank][w.peer]) {
-    if (a.proxyBox[w.rank] == nullptr) return false;
-    ProxyHeader* h = proxy(a, w.rank);
-    if (!readCall(&h->peerCallWord[w.peer], &h->peerCall[w.peer], mine.seq, &theirs)) return false;
-  } else {
-    if (a.mailbox[w.peer] == nullptr) return false;
-    MailboxHeader* h = header(a, w.peer);
-    if (!readCall(&h->callWord, &h->call, mine.seq, &theirs)) return false;
+  for (int i = 0; i < a.nranks; i++) {
+    const int peer = i == 0 ? w.peer : (i <= w.peer ? i - 1 : i);  // w.peer, then the others in order
+    if (peer == w.rank) continue;
+    KStamp theirs;
+    if (!callOfPeer(a, w.rank, peer, mine.seq, &theirs) || sameStamp(theirs, mine)) continue;
+    WaitFor seen = w;
+    seen.peer = peer;
+    if (uint64_t* report = claimReport(a, seen)) {
+      putStamp(&report[kReportMine], mine);
+      putStamp(&report[kReportTheirs], theirs);
+      storeRelease(&report[kReportCode], kReportMismatch);
+    }
+    return true;
   }
-  if (sameStamp(theirs, mine)) return false;
-  if (uint64_t* report = claimReport(a, w)) {
-    putStamp(&report[kReportMine], mine);
-    putStamp(&report[kReportTheirs], theirs);
-    storeRelease(&report[kReportCode], kReportMismatch);
-  }
-  return true;
+  return false;
 }
 
 // Every thread of the block waits for *flag >= v; false once the host asked the kernels to

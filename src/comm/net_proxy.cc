@@ -165,13 +165,16 @@ ncclResult_t NetProxy::sendSome(Peer& p, bool* moved) {
   return ch->progress();
 }
 
-ncclResult_t NetProxy::receiveSome(Peer& p, bool* moved) {
+ncclResult_t NetProxy::receiveSome(Peer& p, bool* moved, bool quietWhile) {
   RecvChannel* ch = p.conn->recv();
   // Read only while a kernel waits for a chunk of this peer (or a frame is half read): a peer
   // that left after its last call is then no error, as with the host executor.
   bool wanted = p.receiving || p.inHeaderHave > 0;
   for (int c = 0; c < kern::kChannels && !wanted; c++) wanted = loadAcquire(&header_->inWanted[p.rank][c]) > p.received[c];
-  if (!wanted) return ncclSuccess;
+  if (!wanted) {
+    if (quietWhile) takeNotice(p);
+    return ncclSuccess;
+  }
   NCCLCHECK(ch->progress());
   for (;;) {
     const void* buf = nullptr;
@@ -223,6 +226,31 @@ ncclResult_t NetProxy::receiveSome(Peer& p, bool* moved) {
   }
 }
 
+// A peer whose data the kernel does not wait for may still have sent a notice of the call its
+// kernel is in (it waits for this rank): its frame is taken, so that this rank's kernel, waiting
+// for a third rank, sees the mismatch (a ring of ranks each waiting for the next). Anything else
+// stays in the connection, and errors are left for when its data is wanted (a peer that left
+// after its last call is no error).
+void NetProxy::takeNotice(Peer& p) {
+  RecvChannel* ch = p.conn->recv();
+  const void* buf = nullptr;
+  size_t avail = 0;
+  if (ch->progress() != ncclSuccess || ch->peek(&buf, &avail) != ncclSuccess || avail < sizeof(uint32_t)) return;
+  uint32_t magic = 0;
+  std::memcpy(&magic, buf, sizeof(magic));
+  if (magic != kNoticeMagic) return;
+  // A notice is a frame header alone; one split by the end of the connection's ring is read
+  // in parts like any header (the next passes finish it).
+  const size_t k = std::min(avail, sizeof(Frame));
+  std::memcpy(p.inHeader, buf, k);
+  ch->release(k);
+  p.inHeaderHave = k;
+  if (k < sizeof(Frame)) return;
+  std::memcpy(&p.in, p.inHeader, sizeof(Frame));
+  p.inHeaderHave = 0;
+  publishCall(&header_->peerCallWord[p.rank], &header_->peerCall[p.rank], p.in.stamp);
+}
+
 // Sets up a notice of the kernel's call (`word`, `call`) for peer p when the kernel waits for a
 // chunk of p that has a free in slot and is not in the connection (so p has not sent it: a peer
 // that left after sending everything is never written to), and p has not been told of it yet.
@@ -259,7 +287,7 @@ ncclResult_t NetProxy::pass(bool* moved, bool* quiet, bool announce) {
       failed(p, "cannot send to");
       return ncclRemoteError;
     }
-    if (receiveSome(p, moved) != ncclSuccess) {
+    if (receiveSome(p, moved, announce) != ncclSuccess) {
       failed(p, "cannot receive from");
       return ncclRemoteError;
     }

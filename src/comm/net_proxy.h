@@ -17,8 +17,10 @@
 // kernel is in (the stamp the kernel published in the box header). The peer's proxy puts it in
 // its box header for its kernel, which compares it with its own call while it waits: two ranks
 // that wait for each other in different calls (reduces whose roots differ) both fail with a
-// mismatch instead of waiting forever. Nothing is announced while data flows, so a matched call
-// costs nothing.
+// mismatch instead of waiting forever. Once nothing moves, a notice is taken from any peer, not
+// only from those whose data the kernel waits for: in a ring of ranks each waiting for the next
+// (broadcasts whose roots differ) each notice reaches a rank that waits for someone else.
+// Nothing is announced while data flows, so a matched call costs nothing.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -85,8 +87,11 @@ class NetProxy {
   // With `announce` (nothing moved for kNoticeAfter): notices to the peers the kernel waits for.
   ncclResult_t pass(bool* moved, bool* quiet, bool announce);
   void announceCall(Peer& p, uint64_t word, const kern::KStamp& call);
+  void takeNotice(Peer& p);
   ncclResult_t sendSome(Peer& p, bool* moved);
-  ncclResult_t receiveSome(Peer& p, bool* moved);
+  // `quietWhile`: nothing moved for kNoticeAfter, so a notice from a peer whose data the kernel
+  // does not wait for is taken too (takeNotice).
+  ncclResult_t receiveSome(Peer& p, bool* moved, bool quietWhile);
   void failed(const Peer& p, const char* what);
 
   Comm* c_;

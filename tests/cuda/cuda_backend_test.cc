@@ -545,7 +545,9 @@ INSTANTIATE_TEST_SUITE_P(Calls, KernelMismatch,
                            return std::string(std::get<0>(p.param)) + (std::get<1>(p.param) ? "ThroughTheProxy" : "");
                          });
 
-// The same among 3 and 4 thread ranks on one device, the last rank's call differing: only
+// The same among 3 and 4 thread ranks on one device, the last rank's call differing (and two
+// kinds where every rank's differs: broadcasts whose root each rank takes to be the next rank,
+// or itself): only
 // the ranks whose data crosses the mismatch see it; the others must learn it as a failed
 // peer before their next call returns (issue 27), and nobody may hang. Each rank therefore
 // makes one more matched call after the mismatched one: its result (or the communicator's
@@ -584,6 +586,14 @@ TEST_P(KernelMismatchAmongMore, EveryRankFailsByItsNextCallAndNoneHangs) {
           ncclGroupEnd();
         } else if (kind == "root") {
           ncclReduce(p, p, 1000, ncclInt32, ncclSum, last ? n - 1 : 0, comm, st);
+        } else if (kind == "rootcycle") {
+          // Each rank takes the next for the broadcast's root: each waits for the next, nobody
+          // sends, and (through the proxies) each notice reaches a rank that waits for another.
+          ncclBroadcast(p, p, 1000, ncclInt32, (rank + 1) % n, comm, st);
+        } else if (kind == "allroots") {
+          // Each rank takes itself for the root: nobody receives in this call; the chunks it
+          // left behind fail the next call on every rank.
+          ncclBroadcast(p, p, 1000, ncclInt32, rank, comm, st);
         } else if (kind == "operation") {
           if (last) ncclBroadcast(p, p, 1000, ncclInt32, 0, comm, st);
           else ncclAllReduce(p, p, 1000, ncclInt32, ncclSum, comm, st);
@@ -618,7 +628,8 @@ TEST_P(KernelMismatchAmongMore, EveryRankFailsByItsNextCallAndNoneHangs) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Calls, KernelMismatchAmongMore,
-                         testing::Combine(testing::Values("count", "type", "op", "send", "root", "operation", "missing"),
+                         testing::Combine(testing::Values("count", "type", "op", "send", "root", "rootcycle", "allroots",
+                                                          "operation", "missing"),
                                           testing::Bool(), testing::Values(3, 4)),
                          [](const testing::TestParamInfo<std::tuple<const char*, bool, int>>& p) {
                            return std::string(std::get<0>(p.param)) + (std::get<1>(p.param) ? "ThroughTheProxy" : "") +
