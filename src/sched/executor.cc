@@ -195,7 +195,12 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
       workMoved = true;
       continue;
     }
-    if (c.realign.wanted() && realignWork(w, false)) {
+    // A realignment: a work in the mismatched call joins at once. One in a later call first
+    // goes as far as it can and joins once it is stuck (below): the calls before the one a rank
+    // ahead is in are matched, so a rank behind finishes its call and joins at the start of
+    // the next. Joining at once failed the call it was finishing here and the next one on the
+    // rank ahead (seen: a 2-rank board all-reduce after broadcasts with both ranks as root).
+    if (c.realign.wanted() && realignSiteOf(w).firstOrder <= c.realign.wantedOrder() && realignWork(w, false)) {
       workMoved = true;
       continue;
     }
@@ -237,6 +242,11 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
     if (res == ncclSuccess && w.phase == w.phases.size()) {
       res = progressSockets(c);
       if (res == ncclSuccess && socketsPending(c)) continue;  // data still staged locally
+    }
+    if (res == ncclSuccess && w.phase < w.phases.size() && !workMoved && c.realign.wanted() &&
+        realignWork(w, false)) {
+      workMoved = true;
+      continue;
     }
     if (res != ncclSuccess || w.phase == w.phases.size()) {
       finishWork(w, res);
