@@ -181,7 +181,7 @@ ncclResult_t record(const Call& c) {
   op.comm = std::move(comm);
   // Host buffers, and device buffers whose collective kernels carry and check stamps (staged
   // kernels carry none: the host communicator that runs their rounds stamps its own calls).
-  if (callStampsOn() && (op.comm->backend->hostBuffers() || op.comm->kernelPath))
+  if (op.comm->kernelPath ? kernelStampsOn() : callStampsOn() && op.comm->backend->hostBuffers())
     op.stamp = stampOf(op, op.isP2p() ? op.comm->callSeq.load(std::memory_order_relaxed)
                                       : op.comm->callSeq.fetch_add(1, std::memory_order_relaxed) + 1);
   ncclResult_t direct;

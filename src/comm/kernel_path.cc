@@ -480,6 +480,11 @@ ncclResult_t setUpKernelPath(Comm* c) {
        "process on device %d; chunks of %zu bytes, %d in flight per channel, %u threads per block); %s%s",
        c->rank, c->nranks, bytes, inProcess, c->cudaDev, kern::kChunkBytes, kern::kSlots, kern::kCollThreads,
        netPeers.empty() ? "no peer through the network proxy" : "network proxy for ranks ", via.c_str());
+  if (param::checkMismatch() == 2)
+    INFO(kSubsysInit | kSubsysColl,
+         "rank %d: ACCL_CHECK_MISMATCH=2: the collective kernels check call stamps as with 1 (the full exchange "
+         "before every call is made on the host path only)",
+         c->rank);
   c->kernelPath = std::move(kp);
   c->kernelPath->watchPeers(c);
   return ncclSuccess;

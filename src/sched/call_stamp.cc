@@ -12,6 +12,11 @@ bool callStampsOn() {
   return on;
 }
 
+bool kernelStampsOn() {
+  static const bool on = param::checkMismatch() != 0;
+  return on;
+}
+
 CallStamp stampOf(const OpDesc& op, uint32_t seq) {
   CallStamp s;
   s.magic = kCallStampMagic;

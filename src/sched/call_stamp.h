@@ -19,6 +19,9 @@ constexpr uint8_t kSendKind = static_cast<uint8_t>(OpKind::Send);  // sends and 
 
 // Whether calls carry stamps (ACCL_CHECK_MISMATCH=1; 0 and 2, the full exchange, do not).
 bool callStampsOn();
+// Whether collective kernels' calls carry stamps: also with 2, whose full exchange the kernel
+// path does not make (without stamps it would check nothing there).
+bool kernelStampsOn();
 // The stamp of `op`, the communicator's call number `seq` (sends and receives: the number of
 // the last collective before them). A receive's stamp is the one the matching send carries.
 CallStamp stampOf(const OpDesc& op, uint32_t seq);

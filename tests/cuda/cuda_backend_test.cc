@@ -401,6 +401,7 @@ std::string mismatchTestLog(bool proxy, const char* tag) {
   const std::string log = testing::TempDir() + tag + std::to_string(getpid()) + ".log";
   setenv("NCCL_DEBUG", "WARN", 1);
   setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+  ncclResetDebugInit();  // the log settings are read once: several tests may run in one process
   return log;
 }
 
