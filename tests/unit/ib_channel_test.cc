@@ -225,6 +225,30 @@ TEST(IbChannel, DeadPeerIsACleanErrorOnBothSides) {
   EXPECT_FALSE(done);
 }
 
+// How a port that came back is used again (ib_rail_return.h), on the fake's verbs rules: a QP
+// in the error state only goes to Reset, takes no receive there, then INIT -> RTR -> RTS with
+// the first exchange's records; the peer's QPs go through Error and Reset too; messages flow.
+TEST(IbChannel, AQpInTheErrorStateComesBackOnlyThroughResetWithTheFirstRecords) {
+  Pair p(2);
+  p.fabric.breakPort(0, "");  // every QP of the fake pair is on host 0's unnamed port
+  PortInfo port;
+  ASSERT_EQ(p.va.queryPort(&port), ncclSuccess);
+  EXPECT_FALSE(port.active);
+  p.fabric.portUp(0, "");
+  ASSERT_EQ(p.va.queryPort(&port), ncclSuccess);
+  EXPECT_TRUE(port.active);
+  EXPECT_EQ(p.qa->moveAll(QpState::Rts, p.infoA, p.infoB), ncclSystemError);
+  EXPECT_EQ(p.qa->moveAll(QpState::Init, p.infoA, p.infoB), ncclSystemError);
+  ASSERT_EQ(p.qa->moveAll(QpState::Reset, p.infoA, p.infoB), ncclSuccess);
+  EXPECT_EQ(p.va.postRecv(p.qa->qpns()[0], 1), ncclSystemError);
+  EXPECT_EQ(p.qa->moveAll(QpState::Rtr, p.infoA, p.infoB), ncclSystemError);
+  for (QpState s : {QpState::Init, QpState::Rtr, QpState::Rts})
+    ASSERT_EQ(p.qa->moveAll(s, p.infoA, p.infoB), ncclSuccess);
+  for (QpState s : {QpState::Error, QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts})
+    ASSERT_EQ(p.qb->moveAll(s, p.infoB, p.infoA), ncclSuccess);
+  exchange(p, 5);
+}
+
 TEST(IbChannel, QpsPerConnectionOutOfRangeIsRefused) {
   fake::Fabric f;
   fake::Verbs v(f, PortInfo{1, false, 4096}, {{0, Gid{}, GidType::IbOrRoceV1}});

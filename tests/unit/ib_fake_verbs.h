@@ -3,7 +3,10 @@
 // immediate consumes a posted receive on the peer QP (none posted = RNR error: an overrun),
 // completions are queued on the CQs. breakQp() models a peer that died: its QP errors and
 // every posted receive is flushed; writes towards it fail with a retry-exceeded status;
-// breakPort() does that to every QP made on one port of a host (the port went down).
+// breakPort() does that to every QP made on one port of a host and marks the port down
+// (queryPort says so, writes from or to it fail) until portUp(). As on a real device, a QP in
+// the error state only goes to Reset (or Error) and from Reset up again via INIT -> RTR -> RTS;
+// Reset drops its posted receives without completions, and receives cannot be posted in Reset.
 // Host is one machine of the fabric as the IB net module sees it (its ports; a verbs context
 // per open). The fabric is locked per call, so ranks in threads may share it.
 #pragma once
@@ -14,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,6 +75,7 @@ struct Fabric {
   int rnrErrors = 0;
   uint64_t bytesWritten = 0;  // payload of writes with immediate (messages, not credits)
   std::map<std::pair<int, std::string>, uint64_t> bytesByPort;  // the same, by writer's (host, port)
+  std::set<std::pair<int, std::string>> downPorts;               // (host, port) until portUp()
   // One-shot: runs inside the next write with immediate, once it has landed and before
   // postWrite returns (the peer acting while the writer is still in its post call).
   std::function<void()> onDelivery;
@@ -95,8 +100,18 @@ struct Fabric {
   // A port of a host went down: every QP on it goes to the error state.
   void breakPort(int host, const std::string& port) {
     std::lock_guard<std::recursive_mutex> lk(mu);
+    downPorts.insert({host, port});
     for (auto& [qpn, qp] : qps)
       if (qp.host == host && qp.port == port) breakQp(qpn);
+  }
+  // The port is active again; its QPs stay in the error state until reset.
+  void portUp(int host, const std::string& port) {
+    std::lock_guard<std::recursive_mutex> lk(mu);
+    downPorts.erase({host, port});
+  }
+  bool isDown(int host, const std::string& port) {
+    std::lock_guard<std::recursive_mutex> lk(mu);
+    return downPorts.count({host, port}) != 0;
   }
   size_t qpsOf(int host) {
     std::lock_guard<std::recursive_mutex> lk(mu);
@@ -110,7 +125,11 @@ class Verbs final : public accl::ib::Verbs {
  public:
   Verbs(Fabric& f, PortInfo port, std::vector<GidEntry> gids, int host = 0, std::string portName = "")
       : f_(f), port_(port), gids_(std::move(gids)), host_(host), portName_(std::move(portName)) {}
-  ncclResult_t queryPort(PortInfo* out) override { std::lock_guard<std::recursive_mutex> lk(f_.mu); *out = port_; return ncclSuccess; }
+  ncclResult_t queryPort(PortInfo* out) override { std::lock_guard<std::recursive_mutex> lk(f_.mu);
+    *out = port_;
+    out->active = !f_.isDown(host_, portName_);
+    return ncclSuccess;
+  }
   ncclResult_t queryGids(std::vector<GidEntry>* out) override { std::lock_guard<std::recursive_mutex> lk(f_.mu); *out = gids_; return ncclSuccess; }
   ncclResult_t allocPd(uint64_t* pd) override { std::lock_guard<std::recursive_mutex> lk(f_.mu); *pd = f_.nextId++; return ncclSuccess; }
   ncclResult_t regMr(uint64_t, void* addr, size_t size, uint64_t* mr, MrKeys* keys) override { std::lock_guard<std::recursive_mutex> lk(f_.mu);
@@ -137,6 +156,19 @@ class Verbs final : public accl::ib::Verbs {
   }
   ncclResult_t modifyQp(uint32_t qpn, QpState s, const QpAttrs& a) override { std::lock_guard<std::recursive_mutex> lk(f_.mu);
     Fabric::Qp& qp = f_.qps.at(qpn);
+    if (s == QpState::Reset) {
+      qp.hasState = false;
+      qp.error = false;
+      qp.recvs.clear();
+      qp.transitions.push_back({s, a});
+      return ncclSuccess;
+    }
+    if (s == QpState::Error) {
+      f_.breakQp(qpn);
+      qp.transitions.push_back({s, a});
+      return ncclSuccess;
+    }
+    if (qp.error) return ncclSystemError;  // only Reset leaves the error state
     // Transitions must go INIT -> RTR -> RTS, as on a real device.
     bool ok = s == QpState::Init ? !qp.hasState
               : s == QpState::Rtr ? qp.hasState && qp.state == QpState::Init
@@ -161,6 +193,9 @@ class Verbs final : public accl::ib::Verbs {
       return ncclSuccess;
     }
     auto peer = f_.qps.find(qp.remote);
+    if (!qp.error && (f_.isDown(qp.host, qp.port) ||
+                      (peer != f_.qps.end() && f_.isDown(peer->second.host, peer->second.port))))
+      f_.breakQp(qpn);  // no path: the QP gives up after its retries
     if (qp.error || peer == f_.qps.end() || peer->second.error) return err("Transport Retry Counter Exceeded");
     if (len && !f_.findKey(lkey, reinterpret_cast<uintptr_t>(local), len)) return err("Local Protection Error");
     if (len && !f_.findKey(rkey, remote, len)) return err("Remote Access Error");
@@ -182,6 +217,7 @@ class Verbs final : public accl::ib::Verbs {
   }
   ncclResult_t postRecv(uint32_t qpn, uint64_t wrId) override { std::lock_guard<std::recursive_mutex> lk(f_.mu);
     Fabric::Qp& qp = f_.qps.at(qpn);
+    if (!qp.hasState) return ncclSystemError;  // in Reset
     if (qp.error) f_.cqs[qp.cq].push_back({wrId, false, "Work Request Flushed Error", true, false, 0});
     else qp.recvs.push_back(wrId);
     return ncclSuccess;

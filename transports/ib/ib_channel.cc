@@ -67,6 +67,16 @@ ncclResult_t IbQpSet::connect(const QpInfo& local, const QpInfo& remote) {
   return ncclSuccess;
 }
 
+ncclResult_t IbQpSet::moveAll(QpState state, const QpInfo& local, const QpInfo& remote) {
+  for (size_t i = 0; i < qpns_.size(); i++) {
+    const QpAttrs attrs = state == QpState::Rtr   ? rtrAttrs(local, remote, static_cast<int>(i), sgid_)
+                          : state == QpState::Rts ? rtsAttrs(local, cfg_)
+                                                  : QpAttrs{};
+    if (verbs_.modifyQp(qpns_[i], state, attrs) != ncclSuccess) return ncclSystemError;
+  }
+  return ncclSuccess;
+}
+
 IbSender::~IbSender() {
   if (fifoMr_) qps_.verbs().deregMr(fifoMr_);
 }

@@ -33,6 +33,9 @@ class IbQpSet {
   ncclResult_t create(uint32_t psn, QpInfo* local);
   // INIT -> RTR -> RTS of every QP against the peer's record.
   ncclResult_t connect(const QpInfo& local, const QpInfo& remote);
+  // One transition of every QP, silently (the caller says what failed): how a port that came
+  // back is brought into use again, Reset -> Init -> Rtr -> Rts with the first exchange's records.
+  ncclResult_t moveAll(QpState state, const QpInfo& local, const QpInfo& remote);
   Verbs& verbs() { return verbs_; }
   uint64_t pd() const { return pd_; }
   uint64_t cq() const { return cq_; }

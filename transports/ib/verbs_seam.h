@@ -25,6 +25,7 @@ struct PortInfo {
   uint16_t lid = 0;
   bool ethernet = false;  // RoCE: addressed by GID, LID unused
   int mtu = 4096;
+  bool active = true;  // IBV_PORT_ACTIVE: a port that went down is asked again later
 };
 
 struct MrKeys {
@@ -32,7 +33,9 @@ struct MrKeys {
   uint32_t rkey = 0;
 };
 
-enum class QpState { Init, Rtr, Rts };
+// Reset and Error are legal from every state; Init only from Reset (a QP in the error state is
+// reset before it is brought up again), Rtr from Init, Rts from Rtr.
+enum class QpState { Reset, Init, Rtr, Rts, Error };
 
 // Everything modify-QP needs for one transition; fields not used by a state are ignored.
 struct QpAttrs {

@@ -60,6 +60,7 @@ class SystemVerbs final : public Verbs {
     out->lid = pa.lid;
     out->ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
     out->mtu = 128 << pa.active_mtu;
+    out->active = pa.state == IBV_PORT_ACTIVE;
     gidTableLen_ = pa.gid_tbl_len;
     return ncclSuccess;
   }
@@ -127,7 +128,9 @@ class SystemVerbs final : public Verbs {
   ncclResult_t modifyQp(uint32_t qpn, QpState state, const QpAttrs& in) override {
     ibv_qp_attr a{};
     int mask = IBV_QP_STATE;
-    if (state == QpState::Init) {
+    if (state == QpState::Reset || state == QpState::Error) {
+      a.qp_state = state == QpState::Reset ? IBV_QPS_RESET : IBV_QPS_ERR;
+    } else if (state == QpState::Init) {
       a.qp_state = IBV_QPS_INIT;
       a.port_num = static_cast<uint8_t>(port_);
       a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
