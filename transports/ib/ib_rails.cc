@@ -14,7 +14,7 @@ constexpr int kPieceBits = 4;               // sender: wrId = message number << 
 }  // namespace
 
 IbRailSet::IbRailSet(std::vector<Rail> rails, std::string peer)
-    : rails_(std::move(rails)), live_(rails_.size(), true), peer_(std::move(peer)) {
+    : rails_(std::move(rails)), live_(rails_.size(), true), why_(rails_.size()), peer_(std::move(peer)) {
   perRail_ = rails_.empty() ? 1 : std::max<int>(1, static_cast<int>(rails_[0].qps->qpns().size()));
 }
 
@@ -22,7 +22,26 @@ void IbRailSet::use(int n) {
   if (n >= 1 && n < rails()) {
     rails_.resize(static_cast<size_t>(n));
     live_.resize(static_cast<size_t>(n));
+    why_.resize(static_cast<size_t>(n));
   }
+}
+
+void IbRailSet::retire(int r, const std::string& why) {
+  live_[r] = false;
+  why_[r] = why;
+}
+
+int IbRailSet::liveRails() const {
+  int n = 0;
+  for (int r = 0; r < rails(); r++) n += live_[r];
+  return n;
+}
+
+std::string IbRailSet::liveNames() const {
+  std::string out;
+  for (int r = 0; r < rails(); r++)
+    if (live_[r]) out += (out.empty() ? "" : ", ") + rails_[r].name;
+  return out;
 }
 
 int IbRailSet::liveLane(int lane) const {
@@ -38,11 +57,13 @@ bool IbRailSet::drop(int lane, const std::string& status) {
   const int r = railOf(lane);
   if (live_[r]) {
     live_[r] = false;
-    lost_ += (lost_.empty() ? "" : ", ") + rails_[r].name + " (" + status + ")";
+    why_[r] = status;
     const int next = liveLane(lane);
     if (next < 0) {
       // The owner logs it, as for one port: a peer that died takes every rail down at once.
-      error_ = "IB completion error with peer " + peer_ + " on every port: " + lost_;
+      std::string lost;
+      for (int i = 0; i < rails(); i++) lost += (i ? ", " : "") + rails_[i].name + " (" + why_[i] + ")";
+      error_ = "IB completion error with peer " + peer_ + " on every port: " + lost;
       return false;
     }
     WARN("NET/IB: QP %u on %s to peer %s went to the error state (%s); its work continues on %s", qpnOf(lane),
@@ -99,8 +120,9 @@ ncclResult_t IbRailSender::progress() {
       const uint64_t seq = wc.wrId >> kPieceBits;
       const int piece = static_cast<int>(wc.wrId & ((1u << kPieceBits) - 1));
       Slot& slot = slots_[seq % kIbMaxInflight];
-      if (slot.seq != seq || slot.pending == 0) continue;
+      if (slot.seq != seq || !(slot.open & (1u << piece))) continue;
       if (wc.ok) {
+        slot.open &= ~(1u << piece);
         slot.pending--;
         continue;
       }
@@ -137,6 +159,7 @@ ncclResult_t IbRailSender::isend(const void* data, size_t size, const uint32_t* 
   }
   credit->seq = 0;  // taken before writing: the next credit may land in this slot at once
   slot.pending = rails_.lanes();
+  slot.open = (1u << rails_.lanes()) - 1;
   next_++;
   for (int piece = 0; piece < rails_.lanes(); piece++)
     if (ncclResult_t res = post(slot, piece, rails_.liveLane(piece)); res != ncclSuccess) return res;
@@ -155,6 +178,13 @@ ncclResult_t IbRailSender::test(int64_t req, bool* done, size_t* size) {
   return ncclSuccess;
 }
 
+bool IbRailSender::quiet(int r) const {
+  for (const Slot& slot : slots_)
+    for (int piece = 0; piece < rails_.lanes(); piece++)
+      if ((slot.open & (1u << piece)) && rails_.railOf(slot.lane[piece]) == r) return false;
+  return true;
+}
+
 // ---- receiver -------------------------------------------------------------------------------
 
 IbRailReceiver::~IbRailReceiver() {
@@ -165,7 +195,24 @@ ncclResult_t IbRailReceiver::postPool(int lane) {
   const int r = rails_.railOf(lane);
   if (rails_.rail(r).verbs().postRecv(rails_.qpnOf(lane), kPoolWr | static_cast<uint64_t>(lane)) != ncclSuccess)
     return ncclSystemError;
+  pool_[lane]++;
   return ncclSuccess;
+}
+
+// As deep as init() makes it: after a failover every piece may come on one lane.
+ncclResult_t IbRailReceiver::refill(int r) {
+  const int depth = kIbMaxInflight * rails_.lanes();
+  for (int lane = 0; lane < rails_.lanes(); lane++)
+    for (int i = 0; i < depth && rails_.railOf(lane) == r; i++) NCCLCHECK(postPool(lane));
+  return ncclSuccess;
+}
+
+bool IbRailReceiver::quiet(int r) const {
+  for (int lane = 0; lane < rails_.lanes(); lane++)
+    if (rails_.railOf(lane) == r && pool_[lane] > 0) return false;
+  for (const Slot& slot : slots_)
+    if (slot.creditPending && rails_.railOf(slot.creditLane) == r) return false;
+  return true;
 }
 
 ncclResult_t IbRailReceiver::init(const std::vector<QpInfo>& remote) {
@@ -183,9 +230,7 @@ ncclResult_t IbRailReceiver::init(const std::vector<QpInfo>& remote) {
   }
   // Enough receives on every lane for every piece of every message in flight: after a
   // failover all of them may come on one lane.
-  const int depth = kIbMaxInflight * rails_.lanes();
-  for (int lane = 0; lane < rails_.lanes(); lane++)
-    for (int i = 0; i < depth; i++) NCCLCHECK(postPool(lane));
+  for (int r = 0; r < rails_.rails(); r++) NCCLCHECK(refill(r));
   return ncclSuccess;
 }
 
@@ -212,6 +257,7 @@ ncclResult_t IbRailReceiver::progress() {
     for (const WorkCompletion& wc : wcs) {
       if (wc.wrId & kPoolWr) {
         const int lane = static_cast<int>(wc.wrId & 0xff);
+        pool_[lane]--;
         if (!wc.ok) {  // flushed: the QP went to the error state
           if (!rails_.drop(lane, wc.status)) return ncclRemoteError;
           continue;

@@ -14,6 +14,8 @@
 // and the port the work moves to; every piece that was on the rail and not yet confirmed is
 // written again on a live lane (same bytes, same place), and a credit whose write failed is
 // written again too. Only when no rail is left does the channel fail, as with one port.
+// A dropped rail is taken back into use once its port is active again on both ends
+// (ib_rail_return.h, every ACCL_RAIL_RETRY_SEC).
 // Known limit: on real hardware a write can land although its completion reports an error
 // (lost acknowledgements); its piece then arrives twice and is counted once, but a copy that
 // arrives after the message has completed is not told apart (never seen on the fake fabric).
@@ -69,13 +71,18 @@ class IbRailSet {
   // peer and where the work goes). False once no rail is left; error() then says why.
   bool drop(int lane, const std::string& status);
   const std::string& error() const { return error_; }
+  // Taking a rail out of use without an error (the peer moved its work off it) and back in.
+  void retire(int r, const std::string& why);
+  void revive(int r) { live_[r] = error_.empty(); }
+  int liveRails() const;
+  std::string liveNames() const;  // "mlx5_0:1, mlx5_1:1"
 
  private:
   std::vector<Rail> rails_;
   std::vector<bool> live_;
+  std::vector<std::string> why_;  // per rail: why it was last taken out of use
   int perRail_ = 1;
   std::string peer_;
-  std::string lost_;  // "mlx5_1:1 (status), ..."
   std::string error_;
 };
 
@@ -92,13 +99,16 @@ class IbRailSender {
   ncclResult_t isend(const void* data, size_t size, const uint32_t* lkeys, int64_t* req);
   ncclResult_t test(int64_t req, bool* done, size_t* size);
   const std::string& error() const { return rails_.error(); }
+  // No write of this side is outstanding on rail r: its QPs may be reset.
+  bool quiet(int r) const;
   // Largest message: every piece's size must fit its immediate.
   size_t maxBytes() const { return static_cast<size_t>(rails_.lanes()) * kIbMaxPieceBytes; }
 
  private:
   struct Slot {
     uint64_t seq = 0;
-    int pending = 0;  // pieces not yet confirmed
+    int pending = 0;     // pieces not yet confirmed
+    uint32_t open = 0;   // bit per piece not yet confirmed
     size_t size = 0;
     const char* data = nullptr;
     uint64_t remote = 0;
@@ -128,6 +138,10 @@ class IbRailReceiver {
   ncclResult_t irecv(void* data, size_t size, const uint32_t* rkeys, int64_t* req);
   ncclResult_t test(int64_t req, bool* done, size_t* size);
   const std::string& error() const { return rails_.error(); }
+  // No receive or credit of this side is outstanding on rail r: its QPs may be reset.
+  bool quiet(int r) const;
+  // Posts the receive pool on every lane of rail r (its QPs just came back to INIT).
+  ncclResult_t refill(int r);
 
  private:
   struct Slot {
@@ -147,6 +161,7 @@ class IbRailReceiver {
   std::unique_ptr<IbRailCredit[]> staging_;
   std::vector<std::pair<Verbs*, uint64_t>> stagingMrs_;
   uint32_t stagingLkey_[kIbMaxRails] = {};
+  int pool_[kMaxQpsPerConn] = {};  // per lane: receives posted and not yet completed
   uint64_t next_ = 0;
   Slot slots_[kIbMaxInflight];
 };
