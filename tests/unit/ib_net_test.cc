@@ -63,13 +63,15 @@ struct TwoNodes {
   void* bSend = nullptr;
   void* bRecv = nullptr;
 
-  // Each node has the active ports `devices` (port 1 of each).
-  explicit TwoNodes(int nqps, std::vector<const char*> devices = {"mlx5_0"}) {
+  // Each node has the active ports `devices` (port 1 of each); a failed port is asked again
+  // every `railRetrySec` (ACCL_RAIL_RETRY_SEC).
+  explicit TwoNodes(int nqps, std::vector<const char*> devices = {"mlx5_0"}, int railRetrySec = 10) {
     std::vector<IbPort> ports;
     for (const char* d : devices) ports.push_back(port(d, true));
     hostA = fakeHost(fabric, 1, ports);
     hostB = fakeHost(fabric, 2, ports);
     cfg.qpsPerConn = nqps;
+    cfg.railRetrySec = railRetrySec;
     a = makeIbNetModule(hostA, &cfg);
     b = makeIbNetModule(hostB, &cfg);
     EXPECT_EQ(a->init(), ncclSuccess);
@@ -548,5 +550,96 @@ TEST(IbNetRails, WhenEveryPortFailsTheConnectionFailsNamingThePeerAndThePorts) {
   EXPECT_FALSE(warns.matching(everyPort).empty()) << "the failure does not name the peer and both ports";
   EXPECT_EQ(waitFor(t.b.get(), rreq, &size), ncclRemoteError);
 }
+
+// Batches of messages A -> B, each checked, until `done()` or `limit` has passed.
+void trafficUntil(TwoNodes& t, Clock::duration limit, const std::function<bool()>& done, int salt) {
+  const auto end = Clock::now() + limit;
+  for (int i = 0; !done() && Clock::now() < end; i++)
+    ASSERT_NO_FATAL_FAILURE(exchangeInFlight(t.a.get(), t.aSend, t.b.get(), t.bRecv, 1, salt + i));
+}
+
+// Two more batches A -> B: each port of the sending node carries half of their bytes, give or
+// take a fifth of that half.
+void expectBothPortsCarryHalf(TwoNodes& t, int salt) {
+  const uint64_t p0 = portBytes(t.fabric, 1, "mlx5_0:1"), p1 = portBytes(t.fabric, 1, "mlx5_1:1");
+  ASSERT_NO_FATAL_FAILURE(exchangeInFlight(t.a.get(), t.aSend, t.b.get(), t.bRecv, 2, salt));
+  const double d0 = static_cast<double>(portBytes(t.fabric, 1, "mlx5_0:1") - p0);
+  const double d1 = static_cast<double>(portBytes(t.fabric, 1, "mlx5_1:1") - p1);
+  EXPECT_GT(d0 + d1, 8 * 100000.0);
+  EXPECT_NEAR(d0 / (d0 + d1), 0.5, 0.1) << d0 << " / " << d1 << " bytes on mlx5_0:1 / mlx5_1:1";
+}
+
+// mlx5_1 of the nodes in `hosts` goes down after 11 deliveries of a batch of 8 messages in
+// flight (every QP on it to the error state, the port inactive); every message stays exact.
+void breakMidBatch(TwoNodes& t, std::vector<int> hosts) {
+  int deliveries = 0;
+  std::function<void()> countdown = [&] {
+    if (++deliveries == 11)
+      for (int host : hosts) t.fabric.breakPort(host, "mlx5_1:1");  // under the fabric's lock
+    else
+      t.fabric.onDelivery = countdown;
+  };
+  ASSERT_NO_FATAL_FAILURE(exchangeInFlight(t.a.get(), t.aSend, t.b.get(), t.bRecv, 3, 20, [&](int batch) {
+    if (batch == 1) {
+      std::lock_guard<std::recursive_mutex> lk(t.fabric.mu);
+      t.fabric.onDelivery = countdown;
+    }
+  }));
+  ASSERT_EQ(deliveries, 11) << "the port was never broken";
+}
+
+const char* const kBackInUse =
+    "^NET/IB: mlx5_1:1 to peer [0-9.]+:[0-9]+ is in use again: its port answers again on both ends; messages "
+    "stripe over mlx5_0:1, mlx5_1:1$";
+
+// A port that went down mid-traffic and came back is taken into use again within
+// ACCL_RAIL_RETRY_SEC (1 s here) plus a margin: both ends WARN, then each port carries half of
+// every message again, and no message lost or changed a byte on the way.
+TEST(IbNetRails, APortThatComesBackCarriesHalfOfEveryMessageAgainWithinTheRetryPeriod) {
+  TwoNodes t(1, {"mlx5_0", "mlx5_1"}, 1);
+  ASSERT_NO_FATAL_FAILURE(t.connectBoth());
+  WarnCapture warns;
+  ASSERT_NO_FATAL_FAILURE(breakMidBatch(t, {1}));
+  const uint64_t down = portBytes(t.fabric, 1, "mlx5_1:1");
+  ASSERT_NO_FATAL_FAILURE(exchangeInFlight(t.a.get(), t.aSend, t.b.get(), t.bRecv, 1, 30));
+  EXPECT_EQ(portBytes(t.fabric, 1, "mlx5_1:1"), down) << "the port carried bytes while it was down";
+  t.fabric.portUp(1, "mlx5_1:1");
+  const auto upAt = Clock::now();
+  ASSERT_NO_FATAL_FAILURE(trafficUntil(t, std::chrono::milliseconds(2500),
+                                       [&] { return warns.matching(kBackInUse).size() >= 2; }, 40));
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - upAt).count();
+  const std::vector<std::string> back = warns.matching(kBackInUse);
+  ASSERT_EQ(back.size(), 2u) << "both ends WARN that the port is in use again (" << took << " ms after it came back)";
+  EXPECT_NE(back[0], back[1]) << "the two WARNs name each end's own peer";
+  EXPECT_LE(took, 2500);
+  ASSERT_NO_FATAL_FAILURE(expectBothPortsCarryHalf(t, 50));
+  // The other direction, whose comms lost the same port, goes on too.
+  ASSERT_NO_FATAL_FAILURE(exchangeInFlight(t.b.get(), t.bSend, t.a.get(), t.aRecv, 2, 60));
+}
+
+// When the port comes back on one node while the peer's is still down, it is not taken into
+// use (no WARN, not a byte on it, no message held up); once the peer's is back too, it is.
+class IbNetRailReturn : public ::testing::TestWithParam<int> {};
+TEST_P(IbNetRailReturn, APortIsNotTakenBackWhileThePeersIsStillDown) {
+  const int first = GetParam(), second = 3 - first;
+  TwoNodes t(1, {"mlx5_0", "mlx5_1"}, 1);
+  ASSERT_NO_FATAL_FAILURE(t.connectBoth());
+  WarnCapture warns;
+  ASSERT_NO_FATAL_FAILURE(breakMidBatch(t, {1, 2}));
+  t.fabric.portUp(first, "mlx5_1:1");
+  const uint64_t downA = portBytes(t.fabric, 1, "mlx5_1:1");
+  ASSERT_NO_FATAL_FAILURE(trafficUntil(t, std::chrono::milliseconds(2500), [] { return false; }, 70));
+  EXPECT_TRUE(warns.matching(kBackInUse).empty()) << "taken back while the peer's port was down";
+  EXPECT_EQ(portBytes(t.fabric, 1, "mlx5_1:1"), downA);
+  t.fabric.portUp(second, "mlx5_1:1");
+  ASSERT_NO_FATAL_FAILURE(trafficUntil(t, std::chrono::milliseconds(2500),
+                                       [&] { return warns.matching(kBackInUse).size() >= 2; }, 80));
+  ASSERT_EQ(warns.matching(kBackInUse).size(), 2u) << "not taken back once both ends were up";
+  ASSERT_NO_FATAL_FAILURE(expectBothPortsCarryHalf(t, 90));
+}
+INSTANTIATE_TEST_SUITE_P(OneEndFirst, IbNetRailReturn, ::testing::Values(1, 2),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::string(info.param == 1 ? "SenderPortUpFirst" : "ReceiverPortUpFirst");
+                         });
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "net/socket.h"
 #include "topo/ifaces.h"
 #include "transports/ib/ib_channel.h"
+#include "transports/ib/ib_rail_return.h"
 #include "transports/ib/ib_rails.h"
 
 namespace accl::ib {
@@ -76,6 +77,7 @@ struct IbComm {
   std::unique_ptr<IbRailSet> rails;      // several rails: striped, with failover
   std::unique_ptr<IbRailSender> railSender;
   std::unique_ptr<IbRailReceiver> railReceiver;
+  std::unique_ptr<IbRailReturn> railReturn;  // several rails: failed ports come back
   std::map<IbMr*, std::unique_ptr<IbMr>> mrHandles;
   Request reqs[kIbMaxInflight];
   uint64_t posted = 0;
@@ -307,6 +309,11 @@ class IbNet final : public IbNetModule {
     for (size_t r = 0; r < n && res == ncclSuccess; r++) res = p.comm->qps[r]->connect(p.local[r], remote[r]);
     const char ready = 1;
     if (res == ncclSuccess) res = net::sendAll(p.comm->oob, &ready, 1, p.comm->peer.c_str(), nullptr, timeoutMs());
+    if (res == ncclSuccess && p.comm->rails) {
+      p.local.resize(n);
+      p.comm->railReturn = std::make_unique<IbRailReturn>(*p.comm->rails, p.comm->oob, p.comm->railSender.get(),
+                                                          nullptr, p.local, remote, cfg_.railRetrySec);
+    }
     if (res == ncclSuccess) *sendComm = p.comm.release();
     cx->connecting.erase(it);
     return res;
@@ -406,6 +413,7 @@ class IbNet final : public IbNetModule {
     }
     Request& r = c->reqs[c->posted % kIbMaxInflight];
     if (r.inUse) return ncclSuccess;  // kIbMaxInflight requests not yet tested: try again
+    if (c->railReturn) c->railReturn->poll();
     int64_t id = -1;
     const IbMr* mr = static_cast<IbMr*>(mhandle);
     if (ncclResult_t res = c->railSender ? c->railSender->isend(data, size, mr->lkeys, &id)
@@ -424,6 +432,7 @@ class IbNet final : public IbNetModule {
     }
     Request& r = c->reqs[c->posted % kIbMaxInflight];
     if (r.inUse) return ncclSuccess;
+    if (c->railReturn) c->railReturn->poll();
     int64_t id = -1;
     const IbMr* mr = static_cast<IbMr*>(mhandle);
     if (ncclResult_t res = c->railReceiver ? c->railReceiver->irecv(data, size, mr->rkeys, &id)
@@ -437,6 +446,7 @@ class IbNet final : public IbNetModule {
     *done = 0;
     auto* r = static_cast<Request*>(request);
     IbComm* c = r->comm;
+    if (c->railReturn) c->railReturn->poll();
     bool finished = false;
     size_t bytes = 0;
     ncclResult_t res = c->railSender     ? c->railSender->test(r->id, &finished, &bytes)
@@ -590,6 +600,8 @@ class IbNet final : public IbNetModule {
                         std::vector<IbRailSet::Rail>{{c.qps[0].get(), portName(ports_[dev])}}, c.peer);
       c.railReceiver = std::make_unique<IbRailReceiver>(*c.rails);
       NCCLCHECK(c.railReceiver->init(remote));
+      c.railReturn = std::make_unique<IbRailReturn>(*c.rails, c.oob, nullptr, c.railReceiver.get(), local, remote,
+                                                    cfg_.railRetrySec);
     } else {
       c.receiver = std::make_unique<IbReceiver>(*c.qps[0]);
       NCCLCHECK(c.receiver->init(remote[0]));

@@ -22,6 +22,7 @@ IbConfig IbConfig::fromParams() {
   c.timeout = static_cast<int>(param::ibTimeout());
   c.retryCnt = static_cast<int>(param::ibRetryCnt());
   c.rails = static_cast<int>(param::ibRails());
+  c.railRetrySec = static_cast<int>(param::railRetrySec());
   return c;
 }
 

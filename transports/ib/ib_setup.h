@@ -19,6 +19,7 @@ struct IbConfig {
   int timeout = 20;    // NCCL_IB_TIMEOUT
   int retryCnt = 7;    // NCCL_IB_RETRY_CNT
   int rails = 4;       // ACCL_IB_RAILS: most ports one connection stripes over
+  int railRetrySec = 10;  // ACCL_RAIL_RETRY_SEC: how often a failed port is asked again
   static IbConfig fromParams();
 };
 
