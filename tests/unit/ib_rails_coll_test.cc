@@ -3,11 +3,14 @@
 // NCCL_NET=IB, as in ib_net_coll_test.cc, but every connection has QPs on both ports and
 // stripes each message over them (transports/ib/ib_rails.h). In the middle of an all-reduce
 // one port goes down (every QP on it goes to the error state): the work on it moves to the
-// other port, the result is exact, and a WARN names the port and the peer. Its own binary:
-// the process's IB module is made once, over the fake host installed first.
+// other port, the result is exact, and a WARN names the port and the peer; once the port is
+// active again it carries its half again within ACCL_RAIL_RETRY_SEC. Its own binary: the
+// process's IB module is made once, over the fake host installed first (each test runs in a
+// process of its own under CTest).
 #include <gtest/gtest.h>
 #include <cstdint>
 #include <cstdlib>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -120,6 +123,51 @@ TEST(IbRailCollectives, AllReduceStripesOverBothPortsAndSurvivesOneGoingDownMidw
   EXPECT_EQ(allReduceErrors(comms, n, 3), std::vector<size_t>(kRanks, 0));
   EXPECT_EQ(portBytes(fabric, "mlx5_1:1"), dead);
   EXPECT_GT(portBytes(fabric, "mlx5_0:1"), live + n * sizeof(int32_t));
+
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
+// The port that went down comes back: with ACCL_RAIL_RETRY_SEC=1 every connection takes it
+// into use again within a second or so (both ends WARN), every all-reduce on the way stays
+// exact, and afterwards both ports carry half of an all-reduce again.
+TEST(IbRailCollectives, AllReduceTakesAPortBackIntoUseOnceItIsActiveAgain) {
+  setenv("ACCL_RAIL_RETRY_SEC", "1", 1);  // read once, when the first connection is made
+  FakeIb& ib = installFakeIb();
+  fake::Fabric& fabric = ib.fabric;
+  ncclComm_t comms[kRanks];
+  ASSERT_EQ(ncclCommInitAll(comms, kRanks, nullptr), ncclSuccess);
+  const size_t n = (size_t{1} << 20) + 7;
+  EXPECT_EQ(allReduceErrors(comms, n, 1), std::vector<size_t>(kRanks, 0));
+
+  setLogSink(&warnSink);
+  int deliveries = 0;
+  std::function<void()> countdown = [&] {
+    if (++deliveries == 200) fabric.breakPort(1, "mlx5_1:1");  // under the fabric's lock
+    else fabric.onDelivery = countdown;
+  };
+  {
+    std::lock_guard<std::recursive_mutex> lk(fabric.mu);
+    fabric.onDelivery = countdown;
+  }
+  EXPECT_EQ(allReduceErrors(comms, n, 2), std::vector<size_t>(kRanks, 0));
+  EXPECT_EQ(deliveries, 200) << "the port was never taken down";
+  fabric.portUp(1, "mlx5_1:1");
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2000);
+  for (int i = 3; std::chrono::steady_clock::now() < until; i++)
+    ASSERT_EQ(allReduceErrors(comms, n, i), std::vector<size_t>(kRanks, 0)) << "all-reduce " << i;
+  setLogSink(nullptr);
+  size_t back = 0;
+  const std::regex again(
+      "^NET/IB: mlx5_1:1 to peer [0-9.]+:[0-9]+ is in use again: its port answers again on both ends; messages "
+      "stripe over mlx5_0:1, mlx5_1:1$");
+  for (const std::string& w : gWarns) back += std::regex_search(w, again);
+  EXPECT_GE(back, 2u) << "no WARN says the port is in use again";
+
+  const uint64_t p0 = portBytes(fabric, "mlx5_0:1"), p1 = portBytes(fabric, "mlx5_1:1");
+  EXPECT_EQ(allReduceErrors(comms, n, 100), std::vector<size_t>(kRanks, 0));
+  const double d0 = static_cast<double>(portBytes(fabric, "mlx5_0:1") - p0);
+  const double d1 = static_cast<double>(portBytes(fabric, "mlx5_1:1") - p1);
+  EXPECT_NEAR(d0 / (d0 + d1), 0.5, 0.1) << d0 << " / " << d1 << " bytes on mlx5_0:1 / mlx5_1:1";
 
   for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
 }
