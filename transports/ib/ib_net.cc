@@ -36,7 +36,8 @@ static_assert(sizeof(Handle) <= net::kNetHandleBytes);
 // The connector's first message: a QpInfo per rail (port) it offers; the acceptor answers with
 // its own for the first `nrails` of them (as many as both have), then the connector sends one
 // byte once its QPs are at RTS (the acceptor's receives may be written from then on). Offering
-// several rails selects the striped protocol (ib_rails.h) on both sides.
+// several rails selects the striped protocol (ib_rails.h) on both sides; the connection then
+// carries only the notes that take a failed port back into use (ib_rail_return.h).
 struct Hello {
   uint64_t nonce;
   uint32_t nrails;
@@ -68,7 +69,7 @@ struct IbComm {
   // Per rail (port; one unless several are admitted): first, so destroyed last, with whatever
   // is left on the device.
   std::vector<std::unique_ptr<Verbs>> verbs;
-  net::Socket oob;               // the setup connection, kept: EOF = the peer is gone
+  net::Socket oob;               // the setup connection, kept: EOF = the peer is gone; rail notes
   std::string peer;              // its setup address, for messages
   std::vector<std::unique_ptr<IbQpSet>> qps;
   std::vector<std::unique_ptr<MrCache>> mrs;

@@ -11,7 +11,7 @@ namespace {
 constexpr uint32_t kNoteMagic = 0x52455455;                // "UTER": a rail note
 constexpr auto kLookEvery = std::chrono::milliseconds(5);  // a syscall only now and then
 
-// Why a receiver refused, in the note's pad.
+// Why a receiver refused (Note::why).
 constexpr uint32_t kPortDown = 1, kLastRail = 2, kQpRefused = 3;
 const char* refusal(uint32_t why) {
   return why == kPortDown    ? "its port there is not active"
@@ -77,7 +77,7 @@ void IbRailReturn::onNote(const Note& note) {
       return;
     }
     rails_.retire(r, "taken out of use to be reset");
-    INFO(kSubsysNet, "NET/IB: peer %s lost %s; its QPs here are reset before it is used again",
+    INFO(kSubsysNet, "NET/IB: peer %s dropped %s; its QPs here are reset before it is used again",
          rails_.peer().c_str(), rails_.name(r).c_str());
     bringUp(r, {QpState::Error});
     return;
@@ -87,7 +87,7 @@ void IbRailReturn::onNote(const Note& note) {
     if (note.kind == kRefuse) {
       INFO(kSubsysNet, "NET/IB: %s is active again here but not taken back into use with peer %s: %s; asking again "
            "in %lld s",
-           rails_.name(r).c_str(), rails_.peer().c_str(), refusal(note.pad),
+           rails_.name(r).c_str(), rails_.peer().c_str(), refusal(note.why),
            static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(retry_).count()));
       return;
     }

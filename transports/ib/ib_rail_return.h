@@ -45,7 +45,7 @@ class IbRailReturn {
     uint32_t magic;
     uint32_t kind;
     uint32_t rail;
-    uint32_t pad;
+    uint32_t why;  // kRefuse: the reason
   };
   using Clock = std::chrono::steady_clock;
   void onNote(const Note& note);
