@@ -594,9 +594,11 @@ const char* const kBackInUse =
 
 // A port that went down mid-traffic and came back is taken into use again within
 // ACCL_RAIL_RETRY_SEC (1 s here) plus a margin: both ends WARN, then each port carries half of
-// every message again, and no message lost or changed a byte on the way.
-TEST(IbNetRails, APortThatComesBackCarriesHalfOfEveryMessageAgainWithinTheRetryPeriod) {
-  TwoNodes t(1, {"mlx5_0", "mlx5_1"}, 1);
+// every message again, and no message lost or changed a byte on the way. With 1 and 2 QPs per
+// port (NCCL_IB_QPS_PER_CONNECTION).
+class IbNetRailComesBack : public ::testing::TestWithParam<int> {};
+TEST_P(IbNetRailComesBack, APortThatComesBackCarriesHalfOfEveryMessageAgainWithinTheRetryPeriod) {
+  TwoNodes t(GetParam(), {"mlx5_0", "mlx5_1"}, 1);
   ASSERT_NO_FATAL_FAILURE(t.connectBoth());
   WarnCapture warns;
   ASSERT_NO_FATAL_FAILURE(breakMidBatch(t, {1}));
@@ -616,6 +618,10 @@ TEST(IbNetRails, APortThatComesBackCarriesHalfOfEveryMessageAgainWithinTheRetryP
   // The other direction, whose comms lost the same port, goes on too.
   ASSERT_NO_FATAL_FAILURE(exchangeInFlight(t.b.get(), t.bSend, t.a.get(), t.aRecv, 2, 60));
 }
+INSTANTIATE_TEST_SUITE_P(QpsPerPort, IbNetRailComesBack, ::testing::Values(1, 2),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::to_string(info.param) + (info.param == 1 ? "Qp" : "Qps");
+                         });
 
 // When the port comes back on one node while the peer's is still down, it is not taken into
 // use (no WARN, not a byte on it, no message held up); once the peer's is back too, it is.
