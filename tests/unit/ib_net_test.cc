@@ -10,6 +10,7 @@
 #include <mutex>
 #include <regex>
 #include <string>
+#include <tuple>
 #include <vector>
 #include "base/log.h"
 #include "transports/ib/ib_channel.h"
@@ -594,18 +595,19 @@ const char* const kBackInUse =
 
 // A port that went down mid-traffic and came back is taken into use again within
 // ACCL_RAIL_RETRY_SEC (1 s here) plus a margin: both ends WARN, then each port carries half of
-// every message again, and no message lost or changed a byte on the way. With 1 and 2 QPs per
-// port (NCCL_IB_QPS_PER_CONNECTION).
-class IbNetRailComesBack : public ::testing::TestWithParam<int> {};
+// every message again, and no message lost or changed a byte on the way. The sending or the
+// receiving node's port, with 1 and 2 QPs per port (NCCL_IB_QPS_PER_CONNECTION).
+class IbNetRailComesBack : public ::testing::TestWithParam<std::tuple<int, int>> {};
 TEST_P(IbNetRailComesBack, APortThatComesBackCarriesHalfOfEveryMessageAgainWithinTheRetryPeriod) {
-  TwoNodes t(GetParam(), {"mlx5_0", "mlx5_1"}, 1);
+  const auto [host, nqps] = GetParam();
+  TwoNodes t(nqps, {"mlx5_0", "mlx5_1"}, 1);
   ASSERT_NO_FATAL_FAILURE(t.connectBoth());
   WarnCapture warns;
-  ASSERT_NO_FATAL_FAILURE(breakMidBatch(t, {1}));
+  ASSERT_NO_FATAL_FAILURE(breakMidBatch(t, {host}));
   const uint64_t down = portBytes(t.fabric, 1, "mlx5_1:1");
   ASSERT_NO_FATAL_FAILURE(exchangeInFlight(t.a.get(), t.aSend, t.b.get(), t.bRecv, 1, 30));
   EXPECT_EQ(portBytes(t.fabric, 1, "mlx5_1:1"), down) << "the port carried bytes while it was down";
-  t.fabric.portUp(1, "mlx5_1:1");
+  t.fabric.portUp(host, "mlx5_1:1");
   const auto upAt = Clock::now();
   ASSERT_NO_FATAL_FAILURE(trafficUntil(t, std::chrono::milliseconds(2500),
                                        [&] { return warns.matching(kBackInUse).size() >= 2; }, 40));
@@ -618,9 +620,12 @@ TEST_P(IbNetRailComesBack, APortThatComesBackCarriesHalfOfEveryMessageAgainWithi
   // The other direction, whose comms lost the same port, goes on too.
   ASSERT_NO_FATAL_FAILURE(exchangeInFlight(t.b.get(), t.bSend, t.a.get(), t.aRecv, 2, 60));
 }
-INSTANTIATE_TEST_SUITE_P(QpsPerPort, IbNetRailComesBack, ::testing::Values(1, 2),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return std::to_string(info.param) + (info.param == 1 ? "Qp" : "Qps");
+INSTANTIATE_TEST_SUITE_P(SenderOrReceiverPort, IbNetRailComesBack,
+                         ::testing::Combine(::testing::Values(1, 2), ::testing::Values(1, 2)),
+                         [](const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
+                           const int qps = std::get<1>(info.param);
+                           return std::string(std::get<0>(info.param) == 1 ? "Sender" : "Receiver") + "PortWith" +
+                                  std::to_string(qps) + (qps == 1 ? "Qp" : "Qps");
                          });
 
 // When the port comes back on one node while the peer's is still down, it is not taken into
