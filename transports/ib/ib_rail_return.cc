@@ -79,7 +79,10 @@ void IbRailReturn::onNote(const Note& note) {
     rails_.retire(r, "taken out of use to be reset");
     INFO(kSubsysNet, "NET/IB: peer %s dropped %s; its QPs here are reset before it is used again",
          rails_.peer().c_str(), rails_.name(r).c_str());
-    bringUp(r, {QpState::Error});
+    if (!bringUp(r, {QpState::Error})) {  // its receives would never be flushed
+      pending_[r] = false;
+      send(kRefuse, r, kQpRefused);
+    }
     return;
   }
   if (sender_ && offered_[r] && (note.kind == kAccept || note.kind == kRefuse)) {
@@ -106,11 +109,11 @@ void IbRailReturn::offerDueRails(Clock::time_point now) {
     }
     if (offered_[r]) continue;
     if (nextTry_[r] == Clock::time_point{}) nextTry_[r] = now + retry_;  // first seen dropped
-    if (now < nextTry_[r]) continue;
+    // Writes still outstanding on r complete (with an error) and go elsewhere first, as a
+    // reset would drop their completions: looked at again on the next call until then.
+    if (now < nextTry_[r] || !sender_->quiet(r)) continue;
     nextTry_[r] = now + retry_;
-    // Writes still outstanding on r complete (with an error) and go elsewhere first; a reset
-    // would drop their completions.
-    if (!sender_->quiet(r) || !portActive(r)) continue;
+    if (!portActive(r)) continue;
     if (!bringUp(r, {QpState::Reset, QpState::Init, QpState::Rtr})) continue;
     offered_[r] = send(kOffer, r);
   }
