@@ -18,8 +18,11 @@ for round in $(seq $ROUNDS); do
   done
 done
 printf '%3s %6s %-6s %s\n' np bytes stamps "min / median out-of-place, min / median in-place (us)"
+# min and median of a list of numbers (sort, not gawk's asort: Debian's awk is mawk)
+stats() { sort -g | awk '{v[NR]=$1} END {printf "%.2f / %.2f", v[1], v[int((NR+1)/2)]}'; }
 for np in 2 4; do for size in 8 65536; do for mode in 0 1; do
-  echo "${T[$np.$size.$mode]}" | tr ' ' '\n' | grep / | awk -F/ -v np=$np -v s=$size -v m=$mode '
-    {o[NR]=$1; i[NR]=$2} END {n=asort(o); asort(i); med=int((n+1)/2);
-    printf "%3s %6s %-6s %.2f / %.2f   %.2f / %.2f  (%d runs)\n", np, s, (m ? "on" : "off"), o[1], o[med], i[1], i[med], n}'
+  runs=$(echo "${T[$np.$size.$mode]:-}" | tr ' ' '\n' | grep /)
+  [ -n "$runs" ] || { printf '%3s %6s %-6s no run\n' $np $size $([ $mode = 1 ] && echo on || echo off); continue; }
+  printf '%3s %6s %-6s %s   %s  (%d runs)\n' $np $size $([ $mode = 1 ] && echo on || echo off) \
+    "$(echo "$runs" | cut -d/ -f1 | stats)" "$(echo "$runs" | cut -d/ -f2 | stats)" "$(echo "$runs" | wc -l)"
 done; done; done
