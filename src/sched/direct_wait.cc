@@ -16,7 +16,7 @@ DirectWaitBudget directWaitBudget(const Comm& c, int64_t spinWhenCoresFree) {
   const bool oversubscribed = c.localRankCount() > onlineCores();
   int64_t spin = param::directSpinUsec();
   if (spin < 0) spin = oversubscribed ? 0 : spinWhenCoresFree;
-  return {spin, spin + waitYieldUsec(oversubscribed, c.localRankCount() < c.nranks)};
+  return {spin, spin + waitYieldUsec(oversubscribed, c.localRankCount() < c.nranks), oversubscribed};
 }
 
 int64_t waitYieldUsec(bool oversubscribed, bool spansHosts) {

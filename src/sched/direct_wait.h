@@ -8,8 +8,9 @@
 namespace accl {
 
 struct DirectWaitBudget {
-  int64_t spinUsec;   // pause-spinning (with a yield every few checks) until this long
-  int64_t totalUsec;  // then yielding until this long
+  int64_t spinUsec;     // pause-spinning (with a yield every few checks) until this long
+  int64_t totalUsec;    // then yielding until this long
+  bool oversubscribed;  // this host's ranks outnumber its cores: yields go to peers (plain)
 };
 
 // ACCL_DIRECT_SPIN_USEC and ACCL_YIELD_USEC, or when unset: `spinWhenCoresFree` while the

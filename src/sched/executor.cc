@@ -12,6 +12,7 @@
 #include "base/trace.h"
 #include "sched/direct_wait.h"
 #include "sched/realign.h"
+#include "sched/yield_gate.h"
 #include "sched/work.h"
 
 namespace accl {
@@ -491,8 +492,11 @@ ncclResult_t executeWorksFor(std::vector<std::unique_ptr<CommWork>>& works, int6
       for (int i = 0; i < 16; i++) cpuRelax();
       continue;
     }
-    if (waited < spinUsec + yieldUsec) {
-      sched_yield();
+    // With more ranks than cores a yield hands the core to a peer, as it should; else a yield
+    // that lost the core to another process's thread makes waits sleep (sched/yield_gate.h).
+    if (waited < spinUsec + yieldUsec && (oversubscribed || yieldsAreCheap())) {
+      if (oversubscribed) sched_yield();
+      else timedYield();
       continue;
     }
     if (usecSince(lastPeerCheck) >= peerCheckUsec) {
