@@ -82,6 +82,18 @@ std::vector<size_t> allReduceErrors(ncclComm_t* comms, size_t n, int salt) {
   return bad;
 }
 
+// Takes `port` of node 1 down once `after` pieces have landed anywhere (counted in *deliveries;
+// *countdown holds the fabric's hook and must outlive the traffic).
+void breakPortAfter(fake::Fabric& fabric, const char* port, int after, int* deliveries,
+                    std::function<void()>* countdown) {
+  *countdown = [&fabric, port, after, deliveries, countdown] {
+    if (++*deliveries == after) fabric.breakPort(1, port);  // under the fabric's lock
+    else fabric.onDelivery = *countdown;
+  };
+  std::lock_guard<std::recursive_mutex> lk(fabric.mu);
+  fabric.onDelivery = *countdown;
+}
+
 TEST(IbRailCollectives, AllReduceStripesOverBothPortsAndSurvivesOneGoingDownMidway) {
   FakeIb& ib = installFakeIb();
   fake::Fabric& fabric = ib.fabric;
@@ -99,14 +111,8 @@ TEST(IbRailCollectives, AllReduceStripesOverBothPortsAndSurvivesOneGoingDownMidw
   // mlx5_1 goes down after a third of the next all-reduce's pieces have landed.
   setLogSink(&warnSink);
   int deliveries = 0;
-  std::function<void()> countdown = [&] {
-    if (++deliveries == 200) fabric.breakPort(1, "mlx5_1:1");  // under the fabric's lock
-    else fabric.onDelivery = countdown;
-  };
-  {
-    std::lock_guard<std::recursive_mutex> lk(fabric.mu);
-    fabric.onDelivery = countdown;
-  }
+  std::function<void()> countdown;
+  breakPortAfter(fabric, "mlx5_1:1", 200, &deliveries, &countdown);
   const std::vector<size_t> bad = allReduceErrors(comms, n, 2);
   setLogSink(nullptr);
   EXPECT_EQ(deliveries, 200) << "the port was never taken down";
@@ -141,14 +147,8 @@ TEST(IbRailCollectives, AllReduceTakesAPortBackIntoUseOnceItIsActiveAgain) {
 
   setLogSink(&warnSink);
   int deliveries = 0;
-  std::function<void()> countdown = [&] {
-    if (++deliveries == 200) fabric.breakPort(1, "mlx5_1:1");  // under the fabric's lock
-    else fabric.onDelivery = countdown;
-  };
-  {
-    std::lock_guard<std::recursive_mutex> lk(fabric.mu);
-    fabric.onDelivery = countdown;
-  }
+  std::function<void()> countdown;
+  breakPortAfter(fabric, "mlx5_1:1", 200, &deliveries, &countdown);
   EXPECT_EQ(allReduceErrors(comms, n, 2), std::vector<size_t>(kRanks, 0));
   EXPECT_EQ(deliveries, 200) << "the port was never taken down";
   fabric.portUp(1, "mlx5_1:1");
