@@ -82,6 +82,14 @@ std::vector<size_t> allReduceErrors(ncclComm_t* comms, size_t n, int salt) {
   return bad;
 }
 
+// How many WARNs caught by warnSink match `pattern`.
+size_t warnsMatching(const char* pattern) {
+  const std::regex re(pattern);
+  size_t n = 0;
+  for (const std::string& w : gWarns) n += std::regex_search(w, re);
+  return n;
+}
+
 // Takes `port` of node 1 down once `after` pieces have landed anywhere (counted in *deliveries;
 // *countdown holds the fabric's hook and must outlive the traffic).
 void breakPortAfter(fake::Fabric& fabric, const char* port, int after, int* deliveries,
@@ -117,12 +125,10 @@ TEST(IbRailCollectives, AllReduceStripesOverBothPortsAndSurvivesOneGoingDownMidw
   setLogSink(nullptr);
   EXPECT_EQ(deliveries, 200) << "the port was never taken down";
   EXPECT_EQ(bad, std::vector<size_t>(kRanks, 0)) << "wrong elements per rank in the all-reduce that lost a port";
-  size_t named = 0;
-  const std::regex moved(
-      "^NET/IB: QP [0-9]+ on mlx5_1:1 to peer [0-9.]+:[0-9]+ went to the error state \\(.+\\); its work continues on "
-      "mlx5_0:1$");
-  for (const std::string& w : gWarns) named += std::regex_search(w, moved);
-  EXPECT_GE(named, 1u) << "no WARN names the port and the peer";
+  EXPECT_GE(warnsMatching("^NET/IB: QP [0-9]+ on mlx5_1:1 to peer [0-9.]+:[0-9]+ went to the error state \\(.+\\); its "
+                         "work continues on mlx5_0:1$"),
+            1u)
+      << "no WARN names the port and the peer";
 
   // Afterwards everything goes over mlx5_0, still exact.
   const uint64_t dead = portBytes(fabric, "mlx5_1:1"), live = portBytes(fabric, "mlx5_0:1");
@@ -156,12 +162,10 @@ TEST(IbRailCollectives, AllReduceTakesAPortBackIntoUseOnceItIsActiveAgain) {
   for (int i = 3; std::chrono::steady_clock::now() < until; i++)
     ASSERT_EQ(allReduceErrors(comms, n, i), std::vector<size_t>(kRanks, 0)) << "all-reduce " << i;
   setLogSink(nullptr);
-  size_t back = 0;
-  const std::regex again(
-      "^NET/IB: mlx5_1:1 to peer [0-9.]+:[0-9]+ is in use again: its port answers again on both ends; messages "
-      "stripe over mlx5_0:1, mlx5_1:1$");
-  for (const std::string& w : gWarns) back += std::regex_search(w, again);
-  EXPECT_GE(back, 2u) << "no WARN says the port is in use again";
+  EXPECT_GE(warnsMatching("^NET/IB: mlx5_1:1 to peer [0-9.]+:[0-9]+ is in use again: its port answers again on both "
+                         "ends; messages stripe over mlx5_0:1, mlx5_1:1$"),
+            2u)
+      << "no WARN says the port is in use again";
 
   const uint64_t p0 = portBytes(fabric, "mlx5_0:1"), p1 = portBytes(fabric, "mlx5_1:1");
   EXPECT_EQ(allReduceErrors(comms, n, 100), std::vector<size_t>(kRanks, 0));
