@@ -235,20 +235,15 @@ void NetProxy::takeNotice(Peer& p) {
   RecvChannel* ch = p.conn->recv();
   const void* buf = nullptr;
   size_t avail = 0;
-  if (ch->progress() != ncclSuccess || ch->peek(&buf, &avail) != ncclSuccess || avail < sizeof(uint32_t)) return;
-  uint32_t magic = 0;
-  std::memcpy(&magic, buf, sizeof(magic));
-  if (magic != kNoticeMagic) return;
-  // A notice is a frame header alone; one split by the end of the connection's ring is read
-  // in parts like any header (the next passes finish it).
-  const size_t k = std::min(avail, sizeof(Frame));
-  std::memcpy(p.inHeader, buf, k);
-  ch->release(k);
-  p.inHeaderHave = k;
-  if (k < sizeof(Frame)) return;
-  std::memcpy(&p.in, p.inHeader, sizeof(Frame));
-  p.inHeaderHave = 0;
-  publishCall(&header_->peerCallWord[p.rank], &header_->peerCall[p.rank], p.in.stamp);
+  if (ch->progress() != ncclSuccess || ch->peek(&buf, &avail) != ncclSuccess || avail < sizeof(Frame)) return;
+  Frame f;
+  std::memcpy(&f, buf, sizeof(f));
+  if (f.magic != kNoticeMagic || f.bytes != 0) return;
+  // Only a whole notice is taken (one split by the end of the ring waits for the kernel to
+  // want this peer's data): a half-read frame would make the peer's connection one this rank
+  // must read, which fails once the peer has left.
+  ch->release(sizeof(f));
+  publishCall(&header_->peerCallWord[p.rank], &header_->peerCall[p.rank], f.stamp);
 }
 
 // Sets up a notice of the kernel's call (`word`, `call`) for peer p when the kernel waits for a

@@ -429,7 +429,12 @@ std::string matchedAllReduceFirst(const TestDriver* d, ncclComm_t comm, int rank
   if (d->memcpyDtoHAsync(v.data(), *b, 2000 * 4, *s) != CUDA_SUCCESS || d->streamSynchronize(*s) != CUDA_SUCCESS)
     return "the matched all-reduce did not end";
   const int sum = n * (n + 1) / 2;
-  if (v[0] != sum || v[1999] != sum) return "the matched all-reduce gave " + std::to_string(v[0]);
+  if (v[0] != sum || v[1999] != sum) {
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm, &async);
+    return "the matched all-reduce gave " + std::to_string(v[0]) + " (the communicator's async error: " +
+           ncclGetErrorString(async) + ")";
+  }
   return "";
 }
 
@@ -620,7 +625,7 @@ TEST_P(KernelMismatchAmongMore, EveryRankFailsByItsNextCallAndNoneHangs) {
   EXPECT_TRUE(ok) << error;
   int saw = 0;
   for (int r = 0; r < n; r++) {
-    EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
+    EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r] << "\n" << text;
     saw += after[r] == ncclInvalidUsage;
     EXPECT_TRUE(after[r] == ncclInvalidUsage || after[r] == ncclRemoteError) << "rank " << r << ": " << after[r];
   }
