@@ -123,7 +123,6 @@ ncclResult_t IbRailSender::progress() {
       if (slot.seq != seq || !(slot.open & (1u << piece))) continue;
       if (wc.ok) {
         slot.open &= ~(1u << piece);
-        slot.pending--;
         continue;
       }
       // The piece did not get there: its rail is gone, it goes again on a live one.
@@ -141,7 +140,7 @@ ncclResult_t IbRailSender::isend(const void* data, size_t size, const uint32_t* 
   const uint64_t seq = next_;
   Slot& slot = slots_[seq % kIbMaxInflight];
   volatile IbRailCredit* credit = &fifo_[seq % kIbMaxInflight];  // written by the peer's NIC
-  if (credit->seq != seq + 1 || slot.pending > 0) return ncclSuccess;  // no buffer posted yet
+  if (credit->seq != seq + 1 || slot.open != 0) return ncclSuccess;  // no buffer posted yet
   if (size > credit->size || size > maxBytes()) {
     WARN("IB: message of %zu bytes to peer %s exceeds its posted receive of %llu bytes or the %zu-byte limit of %d "
          "lanes",
@@ -158,7 +157,6 @@ ncclResult_t IbRailSender::isend(const void* data, size_t size, const uint32_t* 
     slot.lkey[r] = lkeys[r];
   }
   credit->seq = 0;  // taken before writing: the next credit may land in this slot at once
-  slot.pending = rails_.lanes();
   slot.open = (1u << rails_.lanes()) - 1;
   next_++;
   for (int piece = 0; piece < rails_.lanes(); piece++)
@@ -171,7 +169,7 @@ ncclResult_t IbRailSender::test(int64_t req, bool* done, size_t* size) {
   *done = false;
   if (ncclResult_t r = progress(); r != ncclSuccess) return r;
   const Slot& slot = slots_[req % kIbMaxInflight];
-  if (slot.seq == static_cast<uint64_t>(req) && slot.pending == 0) {
+  if (slot.seq == static_cast<uint64_t>(req) && slot.open == 0) {
     *done = true;
     if (size) *size = slot.size;
   }

@@ -107,8 +107,7 @@ class IbRailSender {
  private:
   struct Slot {
     uint64_t seq = 0;
-    int pending = 0;     // pieces not yet confirmed
-    uint32_t open = 0;   // bit per piece not yet confirmed
+    uint32_t open = 0;   // bit per piece not yet confirmed (0: the message is done)
     size_t size = 0;
     const char* data = nullptr;
     uint64_t remote = 0;
