@@ -127,18 +127,11 @@ class BoardDirectOp {
       }
       if (waited >= budget.spinUsec || spins % kPausesPerYield == 0) {
         // Yields that lose the core to another process: spin out the spin budget, then let
-        // the executor sleep (sched/yield_gate.h). With more ranks than cores the core goes
-        // to a peer, as it should.
-        // Only yields past the spin are timed: two clock reads on every courtesy yield
-        // cost 0.04 us of a 0.33 us call.
-        if (budget.oversubscribed) sched_yield();
-        else if (!yieldsAreCheap()) {
-          if (waited >= budget.spinUsec) return false;
+        // the executor sleep (sched/yield_gate.h).
+        const bool pastSpin = waited >= budget.spinUsec;
+        if (!yieldCore(budget.oversubscribed, pastSpin)) {
+          if (pastSpin) return false;
           __builtin_ia32_pause();
-        } else if (waited >= budget.spinUsec) {
-          timedYield();
-        } else {
-          sched_yield();
         }
       } else {
         __builtin_ia32_pause();

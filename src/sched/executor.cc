@@ -492,13 +492,8 @@ ncclResult_t executeWorksFor(std::vector<std::unique_ptr<CommWork>>& works, int6
       for (int i = 0; i < 16; i++) cpuRelax();
       continue;
     }
-    // With more ranks than cores a yield hands the core to a peer, as it should; else a yield
-    // that lost the core to another process's thread makes waits sleep (sched/yield_gate.h).
-    if (waited < spinUsec + yieldUsec && (oversubscribed || yieldsAreCheap())) {
-      if (oversubscribed) sched_yield();
-      else timedYield();
-      continue;
-    }
+    // Yields that lose the core to another process's thread make waits sleep (sched/yield_gate.h).
+    if (waited < spinUsec + yieldUsec && yieldCore(oversubscribed, true)) continue;
     if (usecSince(lastPeerCheck) >= peerCheckUsec) {
       lastPeerCheck = Clock::now();
       if (checkPeers(works) || checkStamps(works)) continue;

@@ -89,19 +89,11 @@ class PairsDirectOp {
       }
       const int64_t waited = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - idleSince).count();
       if (waited >= budget.totalUsec || c_.abortFlag.load(std::memory_order_relaxed)) break;
-      if (waited >= budget.spinUsec || blocked % kPassesPerYield == 0) {
-        // Yields that lose the core to another process: past the spin budget the executor
-        // sleeps instead (sched/yield_gate.h). With more ranks than cores the core goes to a
-        // peer, as it should.
-        if (budget.oversubscribed) sched_yield();
-        else if (!yieldsAreCheap()) {
-          if (waited >= budget.spinUsec) break;
-        } else if (waited >= budget.spinUsec) {
-          timedYield();
-        } else {
-          sched_yield();  // a courtesy yield while spinning: not timed (two clock reads)
-        }
-      }
+      // Yields that lose the core to another process: past the spin budget the executor sleeps
+      // instead (sched/yield_gate.h).
+      const bool pastSpin = waited >= budget.spinUsec;
+      if ((pastSpin || blocked % kPassesPerYield == 0) && !yieldCore(budget.oversubscribed, pastSpin) && pastSpin)
+        break;
     }
     c_.inFlight.fetch_sub(1);  // the executor counts the op again while it runs it
     return handOver(budgetUsec, done);

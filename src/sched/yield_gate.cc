@@ -46,4 +46,15 @@ void timedYield() {
          static_cast<long long>(kDearYieldUsec), static_cast<long long>(took), static_cast<long long>(kDearForMs));
 }
 
+bool yieldCore(bool oversubscribed, bool pastSpin) {
+  if (oversubscribed) {
+    sched_yield();
+    return true;
+  }
+  if (!yieldsAreCheap()) return false;
+  if (pastSpin) timedYield();
+  else sched_yield();
+  return true;
+}
+
 }  // namespace accl
