@@ -35,7 +35,10 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   waitIdle(*c);
   if (c->kernelPath) {
     c->kernelPath->checkKernels(*c, describeStampBytes);  // says so if a kernel gave up
-    c->kernelPath->finishSends(*c);   // what its network proxy still has to send, before depart()
+    if (c->kernelPath->frozen())
+      c->kernelPath->leaveFrozen(*c);  // mismatched calls: the ranks waiting to realign stop
+    else
+      c->kernelPath->finishSends(*c);  // what its network proxy still has to send, before depart()
   }
   if (c->stagedPath) {
     c->stagedPath->checkKernels(*c);
@@ -89,9 +92,13 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asy
   if (init == ncclInProgress) {
     *asyncError = ncclInProgress;
   } else {
-    if (c->kernelPath) c->kernelPath->checkKernels(*c, describeStampBytes);  // a kernel that gave up (ACCL_TIMEOUT)
+    // A kernel that gave up: ACCL_TIMEOUT (the communicator failed), or mismatched calls
+    // (ncclInvalidUsage until the next call has realigned the streams).
+    ncclResult_t kernels = ncclSuccess;
+    if (c->kernelPath) kernels = c->kernelPath->checkKernels(*c, describeStampBytes);
     if (c->stagedPath) c->stagedPath->checkKernels(*c);
     *asyncError = static_cast<ncclResult_t>(c->asyncError.load());
+    if (*asyncError == ncclSuccess) *asyncError = kernels;
   }
   return ncclSuccess;
 }

@@ -13,6 +13,7 @@
 #include "comm/comm.h"
 #include "comm/staged_path.h"
 #include "device/deferred_release.h"
+#include "sched/call_stamp.h"
 
 namespace accl {
 namespace {
@@ -172,6 +173,9 @@ void KernelPath::watchPeers(Comm* c) {
   // The comm outlives this thread: ~KernelPath (a member of it) joins it first.
   watcher_ = std::thread([this, c, others] {
     while (!stopWatching_.load()) {
+      // A kernel that found a mismatch: every rank freezes at once (its waiting kernels give
+      // up), not only at this rank's next call, which may come much later.
+      if (reportCode() == kern::kReportMismatch && !frozen()) freeze(*c, mismatchText(*c), true);
       for (const auto& [rank, pid] : others) {
         if (kill(pid, 0) == 0 || errno != ESRCH) continue;
         if (c->asyncError.load() == ncclSuccess && c->abortFlag.load() == 0)
@@ -206,7 +210,10 @@ void KernelPath::watchPeers(Comm* c) {
         c->fail(ncclRemoteError, culprit >= 0 ? culprit : neighbour);
         return;
       }
-      for (int i = 0; i < 20 && !stopWatching_.load(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      for (int i = 0; i < 20 && !stopWatching_.load(); i++) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (reportCode() == kern::kReportMismatch && !frozen()) break;
+      }
     }
   });
 }
@@ -265,25 +272,23 @@ uint64_t KernelPath::reportCode() const {
   return abortHost_ ? __atomic_load_n(&abortHost_[1 + kern::kReportCode], __ATOMIC_ACQUIRE) : 0;
 }
 
+std::string KernelPath::mismatchText(const Comm& c) const {
+  const uint64_t* report = abortHost_ + 1;
+  const int rank = static_cast<int>(report[kern::kReportRank]) - 1;
+  const int peer = static_cast<int>(report[kern::kReportPeer]);
+  return "mismatched calls: rank " + std::to_string(rank) + " is in " + describe_(&report[kern::kReportMine]) +
+         " but the data " + (peer >= 0 && peer < c.nranks ? c.describePeer(peer) : std::string("?")) +
+         " sent it is for " + describe_(&report[kern::kReportTheirs]);
+}
+
 ncclResult_t KernelPath::checkKernels(Comm& c, std::string (*describe)(const void* stamp)) {
+  (void)describe;  // describe_ (set at init) says the calls
   const uint64_t* report = abortHost_ + 1;
   const uint64_t code = reportCode();
+  if (code == kern::kReportMismatch && !frozen()) freeze(c, mismatchText(c), true);
+  if (frozen()) return ncclInvalidUsage;
   if (code == 0) return ncclSuccess;
   std::lock_guard<std::mutex> lk(mu_);
-  if (code == kern::kReportMismatch) {
-    if (!reported_) {
-      reported_ = true;
-      const int rank = static_cast<int>(report[kern::kReportRank]) - 1;
-      const int peer = static_cast<int>(report[kern::kReportPeer]);
-      WARN("rank %d: mismatched calls: rank %d is in %s but the data %s sent it is for %s; the call fails and the "
-           "communicator with it (the collective kernels cannot realign their streams): destroy it and create a new "
-           "one",
-           c.rank, rank, describe(&report[kern::kReportMine]).c_str(),
-           peer >= 0 && peer < c.nranks ? c.describePeer(peer).c_str() : "?", describe(&report[kern::kReportTheirs]).c_str());
-    }
-    c.fail(ncclInvalidUsage);
-    return ncclInvalidUsage;
-  }
   if (!reported_) {
     reported_ = true;
     const int rank = static_cast<int>(report[kern::kReportRank]) - 1;
@@ -373,6 +378,7 @@ ncclResult_t setUpKernelPath(Comm* c) {
   }
 
   auto kp = std::make_shared<KernelPath>();
+  kp->describe_ = describeStampBytes;
   kp->backend_ = c->backend;
   kp->rank_ = c->rank;
   kp->nranks_ = c->nranks;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -27,6 +28,7 @@
 namespace accl {
 
 class Comm;
+struct RealignNote;
 
 class KernelPath {
  public:
@@ -37,7 +39,29 @@ class KernelPath {
   // up after ACCL_TIMEOUT: its results are not valid, and the wait it gave up is named.
   // ncclInvalidUsage (WARNed once naming both calls with `describe`, the communicator failed)
   // when a kernel found a peer's chunk stamped with another call than its own.
+  // A mismatch does not fail the communicator: this rank freezes (comm/kernel_realign.cc) and
+  // the call stays ncclInvalidUsage until its next call realigns the streams.
   ncclResult_t checkKernels(Comm& c, std::string (*describe)(const void* stamp));
+
+  // Mismatched calls (comm/kernel_realign.cc). freeze: waiting kernels give up, no launch goes
+  // to the device until this rank's next call has realigned every rank's streams, and calls
+  // and ncclCommGetAsyncError say ncclInvalidUsage; `tellPeers`: this rank saw the mismatch
+  // (`why`) and tells every other rank, through the status servers.
+  void freeze(Comm& c, const std::string& why, bool tellPeers);
+  bool frozen() const { return frozen_.load(std::memory_order_acquire); }
+  // A realignment note from a peer (the status server's thread).
+  void depositRealignNote(const RealignNote& note);
+  // After a realignment, a collective call numbered up to the furthest call any rank had
+  // numbered when it realigned fails at once (WARNed): so calls pair up by number again, as
+  // they did before (ranks queue calls ahead, and each learned of the mismatch after another
+  // number of them). `seq`: the highest call number of this rank's collectives in the launch.
+  ncclResult_t admitCall(Comm& c, uint32_t seq);
+  // ncclCommDestroy of a frozen communicator: the ranks waiting to realign with this one stop.
+  void leaveFrozen(Comm& c);
+  // Realigns the frozen communicators of one launch (every rank of each takes part, at its next
+  // call): ncclInvalidUsage once done (the call that realigns fails, WARNed), another error
+  // where it could not be done (the communicator then fails).
+  friend ncclResult_t realignKernelPaths(const std::vector<Comm*>& comms);
   // A thread checks every 200 ms that the peers in other processes of this host whose mailbox
   // this rank uses are alive (peers behind the network proxy have a connection that says so),
   // and that no bootstrap ring neighbour has failed; either fails the communicator (kernels
@@ -67,6 +91,11 @@ class KernelPath {
  private:
   // The kernels' report code (kern::kReportCode): 0 while no kernel gave up.
   uint64_t reportCode() const;
+  // The WARN text of a mismatch a kernel of this rank reported.
+  std::string mismatchText(const Comm& c) const;
+  // Zeroes this rank's stream counters (its mailbox header, its proxy box) and the kernels'
+  // report, once every rank's kernels have ended and its proxy has dropped what was in flight.
+  ncclResult_t zeroStreams();
   friend ncclResult_t setUpKernelPath(Comm* c);
   std::shared_ptr<dev::Backend> backend_;
   int rank_ = 0, nranks_ = 0;
@@ -99,7 +128,26 @@ class KernelPath {
   LaunchOrder order_;
   std::vector<dev::Buffer> staging_;  // the last one is the current (largest)
   size_t stagingBytes_ = 0;
+  std::string (*describe_)(const void* stamp) = nullptr;
+  // Realignment state (comm/kernel_realign.cc), under realignMu_.
+  std::mutex realignMu_;
+  std::atomic<bool> frozen_{false};
+  uint64_t epoch_ = 0;       // realignments done; notes carry the one they belong to
+  std::string frozenWhy_;    // the WARN of the rank that saw the mismatch
+  bool earlyStop_ = false;   // a peer froze the next realignment before this one ended here
+  std::string earlyWhy_;
+  int goneRank_ = -1;        // a rank that destroyed its frozen communicator
+  uint32_t failThrough_ = 0;  // admitCall: calls numbered up to this one fail (0: none)
+  bool failWarned_ = false;
+  // [epoch]: the ready and zeroed notes so far, by rank (rank -1: none yet).
+  std::map<uint64_t, std::vector<RealignNote>> readyNotes_, zeroedNotes_;
 };
+
+ncclResult_t realignKernelPaths(const std::vector<Comm*>& comms);
+
+// Whether a status-server note belongs to a kernel-path realignment (KernelPath) rather than
+// the host path's (comm/realign_mailbox.h).
+bool isKernelRealignNote(const RealignNote& note);
 
 // Collective over the communicator (every rank calls it after peer information is exchanged):
 // for a device communicator sets c->kernelPath, or c->stagedPath past kern::kMailboxRanks

@@ -101,8 +101,9 @@ void NetProxy::failed(const Peer& p, const char* what) {
   c_->fail(ncclRemoteError, culprit);
 }
 
-ncclResult_t NetProxy::sendSome(Peer& p, bool* moved) {
+ncclResult_t NetProxy::sendSome(Peer& p, bool* moved, bool startNew) {
   SendChannel* ch = p.conn->send();
+  if (!startNew && !p.sending) return ch->progress();
   // A connection is touched only while there is something to send: a peer that destroyed its
   // communicator is then an error only when this rank still sends to it.
   if (!p.sending && !ch->pendingLocal()) {
@@ -152,6 +153,7 @@ ncclResult_t NetProxy::sendSome(Peer& p, bool* moved) {
       *moved = true;
     }
     if (p.outDone < total) break;
+    p.framesOut++;
     if (p.notice) {
       p.notice = false;
       p.sending = false;
@@ -191,6 +193,7 @@ ncclResult_t NetProxy::receiveSome(Peer& p, bool* moved, bool quietWhile) {
       std::memcpy(&p.in, p.inHeader, sizeof(Frame));
       p.inHeaderHave = 0;
       if (p.in.magic == kNoticeMagic && p.in.bytes == 0) {
+        p.framesIn++;
         publishCall(&header_->peerCallWord[p.rank], &header_->peerCall[p.rank], p.in.stamp);
         continue;
       }
@@ -220,6 +223,7 @@ ncclResult_t NetProxy::receiveSome(Peer& p, bool* moved, bool quietWhile) {
       if (p.inDone < p.in.bytes) continue;
     }
     header_->inStamp[p.rank][c][g % kern::kSlots] = p.in.stamp;
+    p.framesIn++;
     p.received[c]++;
     storeRelease(&header_->inPosted[p.rank][c], p.received[c]);
     p.receiving = false;
@@ -243,6 +247,7 @@ void NetProxy::takeNotice(Peer& p) {
   // want this peer's data): a half-read frame would make the peer's connection one this rank
   // must read, which fails once the peer has left.
   ch->release(sizeof(f));
+  p.framesIn++;
   publishCall(&header_->peerCallWord[p.rank], &header_->peerCall[p.rank], f.stamp);
 }
 
@@ -302,6 +307,12 @@ void NetProxy::run() {
       dead_ = true;
       return;
     }
+    if (const int m = mode_.load(std::memory_order_acquire); m != kRun) {
+      if (realignStep(m) != ncclSuccess) return;
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      lastMove = std::chrono::steady_clock::now();
+      continue;
+    }
     bool moved = false, quiet = false;
     const bool announce = std::chrono::steady_clock::now() - lastMove >= kNoticeAfter;
     if (pass(&moved, &quiet, announce) != ncclSuccess) return;
@@ -326,6 +337,128 @@ void NetProxy::run() {
     wakeCv_.wait_for(lk, nap, [&] { return wakes_ != seenWakes || stop_.load(); });
     nap = std::min<std::chrono::microseconds>(nap * 2, kMaxNap);
   }
+}
+
+// Drops the rest of a half-read frame of p, then whole frames, until `upTo` frames have come.
+ncclResult_t NetProxy::discardSome(Peer& p, uint64_t upTo, bool* done) {
+  RecvChannel* ch = p.conn->recv();
+  *done = false;
+  NCCLCHECK(ch->progress());
+  for (;;) {
+    if (!p.receiving && p.inHeaderHave == 0 && p.framesIn >= upTo) {
+      *done = true;
+      return ncclSuccess;
+    }
+    const void* buf = nullptr;
+    size_t avail = 0;
+    NCCLCHECK(ch->peek(&buf, &avail));
+    if (avail == 0) return ncclSuccess;
+    if (!p.receiving) {
+      const size_t k = std::min(avail, sizeof(Frame) - p.inHeaderHave);
+      std::memcpy(p.inHeader + p.inHeaderHave, buf, k);
+      ch->release(k);
+      p.inHeaderHave += k;
+      if (p.inHeaderHave < sizeof(Frame)) continue;
+      std::memcpy(&p.in, p.inHeader, sizeof(Frame));
+      p.inHeaderHave = 0;
+      if (p.in.magic == kNoticeMagic && p.in.bytes == 0) {
+        p.framesIn++;
+        continue;
+      }
+      if (p.in.magic != kFrameMagic || p.in.bytes > kern::kChunkBytes) {
+        WARN("rank %d: the network proxy read a malformed chunk header from %s while realigning after mismatched "
+             "calls (magic %#x, %llu bytes)",
+             c_->rank, c_->describePeer(p.rank).c_str(), p.in.magic, static_cast<unsigned long long>(p.in.bytes));
+        return ncclInternalError;
+      }
+      p.receiving = true;
+      p.inDone = 0;
+      continue;
+    }
+    const size_t k = std::min<size_t>(avail, p.in.bytes - p.inDone);
+    ch->release(k);
+    p.inDone += k;
+    if (p.inDone < p.in.bytes) continue;
+    p.receiving = false;
+    p.framesIn++;
+  }
+}
+
+ncclResult_t NetProxy::realignStep(int m) {
+  if (m == kPausing || m == kPaused) {
+    // Whatever arrives now was sent before the peer paused (it sends again only once every
+    // rank has zeroed its streams, this one included): it is read and dropped at once, so a
+    // peer finishing a frame into a full connection is never stuck behind this one.
+    bool idle = true;
+    for (Peer& p : peers_) {
+      bool moved = false, done = false;
+      if (sendSome(p, &moved, false) != ncclSuccess) {
+        failed(p, "cannot send to");
+        return ncclRemoteError;
+      }
+      if (discardSome(p, ~uint64_t(0), &done) != ncclSuccess) {
+        failed(p, "cannot receive from");
+        return ncclRemoteError;
+      }
+      idle = idle && !p.sending && !p.conn->send()->pendingLocal();
+    }
+    if (m == kPaused) return ncclSuccess;
+    if (!idle) return ncclSuccess;
+    pausedAt_.clear();
+    for (const Peer& p : peers_) pausedAt_.push_back(p.framesOut);
+    mode_.store(kPaused, std::memory_order_release);
+  } else if (m == kDiscarding) {
+    bool all = true;
+    for (size_t i = 0; i < peers_.size(); i++) {
+      bool done = false;
+      if (discardSome(peers_[i], discardUpTo_[i], &done) != ncclSuccess) {
+        failed(peers_[i], "cannot receive from");
+        return ncclRemoteError;
+      }
+      all = all && done;
+    }
+    if (!all) return ncclSuccess;
+    for (Peer& p : peers_) {
+      Peer fresh;
+      fresh.rank = p.rank;
+      fresh.conn = p.conn;
+      p = fresh;
+    }
+    mode_.store(kDiscarded, std::memory_order_release);
+  }
+  return ncclSuccess;
+}
+
+bool NetProxy::waitMode(int want, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (mode_.load(std::memory_order_acquire) != want) {
+    if (dead_.load() || c_->abortFlag.load() || c_->asyncError.load() != ncclSuccess ||
+        std::chrono::steady_clock::now() >= deadline)
+      return false;
+    wake();
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
+}
+
+bool NetProxy::pause(std::chrono::milliseconds limit, std::vector<uint64_t>* framesSent) {
+  mode_.store(kPausing, std::memory_order_release);
+  if (!waitMode(kPaused, limit)) return false;
+  framesSent->assign(c_->nranks, 0);
+  for (size_t i = 0; i < peers_.size(); i++) (*framesSent)[peers_[i].rank] = pausedAt_[i];
+  return true;
+}
+
+bool NetProxy::discard(const std::vector<uint64_t>& framesFrom, std::chrono::milliseconds limit) {
+  discardUpTo_.clear();
+  for (const Peer& p : peers_) discardUpTo_.push_back(framesFrom[p.rank]);
+  mode_.store(kDiscarding, std::memory_order_release);
+  return waitMode(kDiscarded, limit);
+}
+
+void NetProxy::resume() {
+  mode_.store(kRun, std::memory_order_release);
+  wake();
 }
 
 }  // namespace accl

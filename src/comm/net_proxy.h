@@ -54,6 +54,16 @@ class NetProxy {
   void stop();
   int peerCount() const { return static_cast<int>(peers_.size()); }
 
+  // Realignment after mismatched calls (comm/kernel_realign.cc), once this rank's kernels have
+  // ended. pause: the thread finishes the frame it is sending, then sends and reads nothing;
+  // true once it is there, with the frames (chunks and notices) it has sent each peer since the
+  // last realignment in (*framesSent)[rank]. discard: it reads and drops what each peer sent
+  // until (*framesFrom)[rank] frames have come from it, then forgets every stream position (the
+  // caller zeroes the box). resume: it moves chunks again. False: `limit` passed or it failed.
+  bool pause(std::chrono::milliseconds limit, std::vector<uint64_t>* framesSent);
+  bool discard(const std::vector<uint64_t>& framesFrom, std::chrono::milliseconds limit);
+  void resume();
+
  private:
   struct Frame {
     uint32_t magic;
@@ -81,14 +91,25 @@ class NetProxy {
     size_t inDone = 0;
     bool notice = false;     // the frame being sent is a notice
     uint64_t announced = 0;  // the kernel's call word last announced to this peer
+    // Whole frames sent to / read from the peer since the last realignment.
+    uint64_t framesOut = 0;
+    uint64_t framesIn = 0;
   };
+  // What the thread does: move chunks, or one of the realignment's steps.
+  enum Mode : int { kRun, kPausing, kPaused, kDiscarding, kDiscarded };
   void run();
   // One pass over every peer: did anything move? An error fails the communicator.
   // With `announce` (nothing moved for kNoticeAfter): notices to the peers the kernel waits for.
   ncclResult_t pass(bool* moved, bool* quiet, bool announce);
   void announceCall(Peer& p, uint64_t word, const kern::KStamp& call);
   void takeNotice(Peer& p);
-  ncclResult_t sendSome(Peer& p, bool* moved);
+  // `startNew`: false while pausing (only the frame being sent is finished).
+  ncclResult_t sendSome(Peer& p, bool* moved, bool startNew = true);
+  // Reads and drops p's bytes up to frame `upTo`: true once there.
+  ncclResult_t discardSome(Peer& p, uint64_t upTo, bool* done);
+  // One step of the realignment mode `m`; an error fails the communicator.
+  ncclResult_t realignStep(int m);
+  bool waitMode(int want, std::chrono::milliseconds limit);
   // `quietWhile`: nothing moved for kNoticeAfter, so a notice from a peer whose data the kernel
   // does not wait for is taken too (takeNotice).
   ncclResult_t receiveSome(Peer& p, bool* moved, bool quietWhile);
@@ -107,6 +128,9 @@ class NetProxy {
   std::mutex mu_;
   std::condition_variable wakeCv_;
   uint64_t wakes_ = 0;
+  std::atomic<int> mode_{kRun};
+  std::vector<uint64_t> discardUpTo_;  // by index in peers_ (set before kDiscarding)
+  std::vector<uint64_t> pausedAt_;     // framesOut by index in peers_ (set before kPaused)
 };
 
 }  // namespace accl

@@ -13,6 +13,7 @@
 #include <vector>
 #include "base/check.h"
 #include "comm/comm.h"
+#include "comm/kernel_path.h"
 #include "topo/ifaces.h"
 
 namespace accl {
@@ -158,6 +159,10 @@ class Server {
   static void deliver(Comm& c, const RealignWireHeader& h, const RealignNote& note) {
     if (c.bootstrap == nullptr || c.bootstrap->magic() != h.commMagic || static_cast<uint32_t>(c.nranks) != h.nranks)
       return;
+    if (isKernelRealignNote(note)) {
+      if (c.kernelPath) c.kernelPath->depositRealignNote(note);
+      return;
+    }
     if (c.realign.deposit(note, c.nranks)) {
       ringDoorbell(c.bell());  // its executor may sleep in a transport wait
       if (c.board.ownBell) ringDoorbell(c.board.ownBell);

@@ -310,10 +310,33 @@ ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops) {
     }
     (op->isP2p() ? it->p2p : it->colls).push_back(op.get());
   }
-  for (RankOps& r : ranks) NCCLCHECK(r.comm->kernelPath->checkKernels(*r.comm, describeStampBytes));
   Comm& c0 = *ranks.front().comm;
   dev::Backend& backend = *c0.backend;
   const dev::StreamRef first = ops.front()->stream;
+  // A kernel that gave up: a mismatch froze the communicator (this call realigns its streams
+  // with the other ranks' next calls, and fails), anything else failed it.
+  std::vector<Comm*> frozen;
+  for (RankOps& r : ranks) {
+    const ncclResult_t k = r.comm->kernelPath->checkKernels(*r.comm, describeStampBytes);
+    if (k == ncclInvalidUsage && r.comm->kernelPath->frozen() && r.comm->asyncError.load() == ncclSuccess)
+      frozen.push_back(r.comm);
+    else if (k != ncclSuccess)
+      return k;
+  }
+  if (!frozen.empty()) {
+    if (backend.streamCapturing(first)) {
+      WARN("rank %d: mismatched calls froze this communicator; its streams are realigned by the next call made outside "
+           "a stream capture (this one fails)",
+           frozen.front()->rank);
+      return ncclInvalidUsage;
+    }
+    return realignKernelPaths(frozen);
+  }
+  for (RankOps& r : ranks) {
+    uint32_t top = 0;
+    for (const OpDesc* op : r.colls) top = std::max(top, op->stamp.seq);
+    NCCLCHECK(r.comm->kernelPath->admitCall(*r.comm, top));
+  }
   const std::vector<dev::StreamRef> others = otherStreams(ops);
   for (const dev::StreamRef& o : others) backend.orderAfter(o, {first});
   for (RankOps& r : ranks) r.comm->kernelPath->orderAfterPrevious(backend, first);

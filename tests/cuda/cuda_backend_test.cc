@@ -391,9 +391,11 @@ TEST(CudaBackend, MoreRanksOnOneDeviceThanItsResidentBlocksHoldAreRefusedAtInit)
 // Different operations: rank 0 all-reduces while rank 1 takes the call for a broadcast from rank 0.
 // A call missing on one rank: rank 0 broadcasts and then all-reduces, rank 1 only all-reduces,
 // so its all-reduce meets rank 0's broadcast and rank 0's next all-reduce meets rank 1's (or
-// learns of rank 1's failure first). The mismatched call does not hang (the kernels
-// give up), ncclCommGetAsyncError then says ncclInvalidUsage on both ranks, and the WARN names
-// both calls. A matched call before it is exact, as stamps must not fail matched calls.
+// learns of it from rank 1 first). The mismatched call does not hang (the kernels give up),
+// ncclCommGetAsyncError then says ncclInvalidUsage on both ranks (the rank that saw it froze
+// both), and the WARN names both calls. Each rank's next call realigns the streams and fails
+// (comm/kernel_realign.cc), and the call after is exact. A matched call before it is exact,
+// as stamps must not fail matched calls.
 // The mismatch tests' set-up: NCCL_P2P_DISABLE=1 for the proxy variants, and WARNs into a
 // file of their own (returned) for the test to read.
 std::string mismatchTestLog(bool proxy, const char* tag) {
@@ -438,6 +440,39 @@ std::string matchedAllReduceFirst(const TestDriver* d, ncclComm_t comm, int rank
   return "";
 }
 
+// After a mismatched call: `tries` matched all-reduces of rank + 1 (1000 int32) on `s`. Each
+// must either fail with ncclInvalidUsage (its own result, or the communicator's async error
+// once it has run: a frozen communicator, or the call that realigns its streams) or succeed
+// with the exact sum over n ranks: never a success with wrong data. The last must succeed on
+// every rank. Returns "" if so, else what happened; *failures counts the failed ones.
+std::string matchedAllReducesAfter(const TestDriver* d, ncclComm_t comm, int rank, int n, CUstream s, CUdeviceptr b,
+                                   int tries, int* failures) {
+  const auto st = reinterpret_cast<cudaStream_t>(s);
+  void* p = reinterpret_cast<void*>(b);
+  const int sum = n * (n + 1) / 2;
+  std::string what;
+  for (int t = 0; t < tries; t++) {
+    std::vector<int32_t> v(1000, rank + 1);
+    if (d->memcpyHtoDAsync(b, v.data(), 4000, s) != CUDA_SUCCESS) return "the upload failed";
+    ncclResult_t r = ncclAllReduce(p, p, 1000, ncclInt32, ncclSum, comm, st);
+    if (d->memcpyDtoHAsync(v.data(), b, 4000, s) != CUDA_SUCCESS || d->streamSynchronize(s) != CUDA_SUCCESS)
+      return "matched all-reduce " + std::to_string(t + 1) + " did not end";
+    if (r == ncclSuccess) ncclCommGetAsyncError(comm, &r);
+    if (r == ncclInvalidUsage) {
+      (*failures)++;
+      what += " fails";
+      if (t == tries - 1) return "the last matched all-reduce failed too:" + what;
+      continue;
+    }
+    if (r != ncclSuccess) return "matched all-reduce " + std::to_string(t + 1) + ": " + ncclGetErrorString(r) + what;
+    if (v[0] != sum || v[999] != sum)
+      return "matched all-reduce " + std::to_string(t + 1) + " succeeded with " + std::to_string(v[0]) + " instead of " +
+             std::to_string(sum) + what;
+    what += " exact";
+  }
+  return "";
+}
+
 class KernelMismatch : public testing::TestWithParam<std::tuple<const char*, bool>> {};
 
 TEST_P(KernelMismatch, FailsOnBothRanksNamingBothCallsInsteadOfWrongDataOrAHang) {
@@ -445,8 +480,9 @@ TEST_P(KernelMismatch, FailsOnBothRanksNamingBothCallsInsteadOfWrongDataOrAHang)
   const bool proxy = std::get<1>(GetParam());
   const std::string log = mismatchTestLog(proxy, "kmismatch");
   REQUIRE_DRIVER(d);
-  std::vector<std::string> problems(2);
+  std::vector<std::string> problems(2), after(2);
   std::vector<ncclResult_t> async(2, ncclSuccess);
+  accl_test::Watchdog watchdog(2, 120);
   std::string error;
   bool ok = runThreadRanks(
       2, [](int) { useDevice(0); },
@@ -491,24 +527,33 @@ TEST_P(KernelMismatch, FailsOnBothRanksNamingBothCallsInsteadOfWrongDataOrAHang)
         }
         EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s)) << "the mismatched call did not end";
         ncclCommGetAsyncError(comm, &async[rank]);
+        // The next call realigns the streams and fails; the one after is exact. Where rank 1
+        // lacks the broadcast its calls are numbered one behind: its second call also fails
+        // (rank 0 had numbered it), and it needs one more call to pair with rank 0's last.
+        watchdog.at(rank, "the matched calls after the mismatched one");
+        const int expectFailures = kind == "missing" && rank == 1 ? 2 : 1;
+        int failures = 0;
+        after[rank] = matchedAllReducesAfter(d, comm, rank, 2, s, b, 2 + expectFailures, &failures);
+        if (after[rank].empty() && failures != expectFailures)
+          after[rank] = std::to_string(failures) + " matched calls failed after it, not " + std::to_string(expectFailures);
+        watchdog.at(rank, "done");
         d->streamDestroy(s);
         d->memFree(b);
       },
       &error);
   const std::string text = takeMismatchTestLog(log);
   EXPECT_TRUE(ok) << error;
-  for (int r = 0; r < 2; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
+  for (int r = 0; r < 2; r++) {
+    EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
+    EXPECT_TRUE(after[r].empty()) << "rank " << r << ": " << after[r] << "\n" << text;
+    // The rank that saw it told the other, whose kernel gave up: both see it before their next call.
+    EXPECT_EQ(ncclInvalidUsage, async[r]) << "rank " << r << "\n" << text;
+  }
+  EXPECT_EQ(2, accl_test::occurrences(text, "it realigned the collective streams after mismatched calls")) << text;
   if (kind == "missing" || kind == "operation") {
     // Each rank may meet the other's data of another call (rank 1 rank 0's broadcast or
-    // all-reduce, rank 0 rank 1's all-reduce of an earlier call), or learn of the other's
-    // failure first, as a failed peer: at least one fails with ncclInvalidUsage, and a WARN
-    // names the calls.
-    int saw = 0;
-    for (int r = 0; r < 2; r++) {
-      saw += async[r] == ncclInvalidUsage;
-      EXPECT_TRUE(async[r] == ncclInvalidUsage || async[r] == ncclRemoteError) << "rank " << r << ": " << async[r];
-    }
-    EXPECT_LE(1, saw) << text;
+    // all-reduce, rank 0 rank 1's all-reduce of an earlier call), or learn of it from the
+    // other first: a WARN names the calls.
     EXPECT_NE(std::string::npos, text.find("mismatched calls: rank")) << text;
     EXPECT_NE(std::string::npos, text.find("AllReduce(1000 x int32, sum) (call #2)")) << text;
     if (kind == "operation") {
@@ -516,22 +561,8 @@ TEST_P(KernelMismatch, FailsOnBothRanksNamingBothCallsInsteadOfWrongDataOrAHang)
     }
     return;
   }
-  if (!proxy) {
-    // Both kernels read the other's chunk from their own mailbox: both see the mismatch.
-    for (int r = 0; r < 2; r++) EXPECT_EQ(ncclInvalidUsage, async[r]) << "rank " << r;
-    EXPECT_EQ(2, accl_test::occurrences(text, "mismatched calls: rank")) << text;
-  } else {
-    // The rank that saw it first fails the communicator, which closes its connections; the
-    // other may then learn it as a lost peer before its proxy has read the chunk (issue 27:
-    // through the communicator's error state, as a peer failure).
-    int saw = 0;
-    for (int r = 0; r < 2; r++) {
-      saw += async[r] == ncclInvalidUsage;
-      EXPECT_TRUE(async[r] == ncclInvalidUsage || async[r] == ncclRemoteError) << "rank " << r << ": " << async[r];
-    }
-    EXPECT_LE(1, saw);
-    EXPECT_LE(saw, accl_test::occurrences(text, "mismatched calls: rank")) << text;
-  }
+  // One rank or both saw it (the first to see it tells the other, whose kernel may give up first).
+  EXPECT_LE(1, accl_test::occurrences(text, "mismatched calls: rank")) << text;
   const char* mine = kind == "send"   ? "a send of 2000 bytes from rank"
                      : kind == "root" ? "Reduce(1000 x int32, sum, root 0)"
                                       : "AllReduce(1000 x int32, sum)";
@@ -554,10 +585,9 @@ INSTANTIATE_TEST_SUITE_P(Calls, KernelMismatch,
 // The same among 3 and 4 thread ranks on one device, the last rank's call differing (and two
 // kinds where every rank's differs: broadcasts whose root each rank takes to be the next rank,
 // or itself): only
-// the ranks whose data crosses the mismatch see it; the others must learn it as a failed
-// peer before their next call returns (issue 27), and nobody may hang. Each rank therefore
-// makes one more matched call after the mismatched one: its result (or the communicator's
-// async error after it) is ncclInvalidUsage or ncclRemoteError on every rank.
+// the ranks whose data crosses the mismatch see it; the others must learn it (frozen by the rank
+// that saw it) before their next call returns (issue 27), and nobody may hang. Each rank then makes
+// matched calls: each fails with ncclInvalidUsage or is exact, and the last is exact everywhere.
 class KernelMismatchAmongMore : public testing::TestWithParam<std::tuple<const char*, bool, int>> {};
 
 TEST_P(KernelMismatchAmongMore, EveryRankFailsByItsNextCallAndNoneHangs) {
@@ -566,8 +596,7 @@ TEST_P(KernelMismatchAmongMore, EveryRankFailsByItsNextCallAndNoneHangs) {
   const int n = std::get<2>(GetParam());
   const std::string log = mismatchTestLog(proxy, "kmismatchn");
   REQUIRE_DRIVER(d);
-  std::vector<std::string> problems(n);
-  std::vector<ncclResult_t> after(n, ncclSuccess);
+  std::vector<std::string> problems(n), after(n);
   accl_test::Watchdog watchdog(n, 120);
   std::string error;
   bool ok = runThreadRanks(
@@ -582,7 +611,7 @@ TEST_P(KernelMismatchAmongMore, EveryRankFailsByItsNextCallAndNoneHangs) {
         void* p = reinterpret_cast<void*>(b);
         const bool last = rank == n - 1;
         watchdog.at(rank, "the mismatched call");
-        // Calls on a communicator that has already failed return its error: not checked here.
+        // Queued without an error: the mismatch shows once the kernels have run.
         if (kind == "send") {
           // A ring of sends: the last rank sends and receives 1000 elements, the others 500.
           const size_t count = last ? 1000 : 500;
@@ -611,11 +640,16 @@ TEST_P(KernelMismatchAmongMore, EveryRankFailsByItsNextCallAndNoneHangs) {
                         last && kind == "op" ? ncclMax : ncclSum, comm, st);
         }
         EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s)) << "the mismatched call did not end";
-        watchdog.at(rank, "the next matched call");
-        ncclResult_t r = ncclAllReduce(p, p, 1000, ncclInt32, ncclSum, comm, st);
-        EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s)) << "the call after the mismatched one did not end";
-        if (r == ncclSuccess) ncclCommGetAsyncError(comm, &r);
-        after[rank] = r;
+        watchdog.at(rank, "the matched calls after the mismatched one");
+        // Where nobody received in the mismatched call (allroots) the first of them meets the
+        // chunks left behind and fails; the call after realigns and fails; the third is exact.
+        // A rank whose kernel ended before it learned of the mismatch (reduce roots: a rank that
+        // only sends) may queue its first matched call before that: the call fails once run,
+        // and its next call realigns. Calls pair up by number, so every rank then fails its
+        // second call too. Ranks that lack rank 0's broadcast (missing) need one more call.
+        int failures = 0;
+        after[rank] = matchedAllReducesAfter(d, comm, rank, n, s, b, kind == "missing" && rank != 0 ? 4 : 3, &failures);
+        if (after[rank].empty() && failures == 0) after[rank] = "no call failed after the mismatched one";
         watchdog.at(rank, "done");
         d->streamDestroy(s);
         d->memFree(b);
@@ -623,14 +657,12 @@ TEST_P(KernelMismatchAmongMore, EveryRankFailsByItsNextCallAndNoneHangs) {
       &error);
   const std::string text = takeMismatchTestLog(log);
   EXPECT_TRUE(ok) << error;
-  int saw = 0;
   for (int r = 0; r < n; r++) {
     EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r] << "\n" << text;
-    saw += after[r] == ncclInvalidUsage;
-    EXPECT_TRUE(after[r] == ncclInvalidUsage || after[r] == ncclRemoteError) << "rank " << r << ": " << after[r];
+    EXPECT_TRUE(after[r].empty()) << "rank " << r << ": " << after[r] << "\n" << text;
   }
-  EXPECT_LE(1, saw) << text;
   EXPECT_NE(std::string::npos, text.find("mismatched calls: rank")) << text;
+  EXPECT_LE(n, accl_test::occurrences(text, "it realigned the collective streams after mismatched calls")) << text;
 }
 
 INSTANTIATE_TEST_SUITE_P(Calls, KernelMismatchAmongMore,
@@ -641,6 +673,55 @@ INSTANTIATE_TEST_SUITE_P(Calls, KernelMismatchAmongMore,
                            return std::string(std::get<0>(p.param)) + (std::get<1>(p.param) ? "ThroughTheProxy" : "") +
                                   "On" + std::to_string(std::get<2>(p.param)) + "Ranks";
                          });
+
+// A rank that destroys its communicator instead of making the call that realigns: the rank
+// waiting to realign with it fails its call with ncclRemoteError, naming it, and does not hang.
+TEST(CudaBackend, ARankThatDestroysItsFrozenCommunicatorEndsTheOthersRealignmentNamingIt) {
+  for (const bool proxy : {false, true}) {
+    SCOPED_TRACE(proxy ? "through the proxy" : "mailboxes");
+    const std::string log = mismatchTestLog(proxy, "kgone");
+    REQUIRE_DRIVER(d);
+    std::vector<std::string> problems(2);
+    ncclResult_t next = ncclSuccess, async = ncclSuccess;
+    accl_test::Watchdog watchdog(2, 120);
+    std::string error;
+    bool ok = runThreadRanks(
+        2, [](int) { useDevice(0); },
+        [&](ncclComm_t comm, int rank) {
+          CUstream s = nullptr;
+          CUdeviceptr b = 0;
+          problems[rank] = matchedAllReduceFirst(d, comm, rank, 2, &s, &b);
+          if (s == nullptr || b == 0) return;
+          auto st = reinterpret_cast<cudaStream_t>(s);
+          void* p = reinterpret_cast<void*>(b);
+          watchdog.at(rank, "the mismatched call");
+          ncclAllReduce(p, p, rank == 0 ? 1000 : 2000, ncclInt32, ncclSum, comm, st);
+          EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
+          if (rank == 0) {
+            watchdog.at(rank, "the call that realigns");
+            next = ncclAllReduce(p, p, 1000, ncclInt32, ncclSum, comm, st);
+            d->streamSynchronize(s);
+            ncclCommGetAsyncError(comm, &async);
+          }
+          watchdog.at(rank, "done");  // rank 1 destroys its communicator now
+          d->streamDestroy(s);
+          d->memFree(b);
+        },
+        &error);
+    const std::string text = takeMismatchTestLog(log);
+    EXPECT_TRUE(ok) << error;
+    for (int r = 0; r < 2; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
+    EXPECT_EQ(ncclRemoteError, next) << text;
+    EXPECT_EQ(ncclRemoteError, async) << text;
+    EXPECT_NE(std::string::npos, text.find("rank 0: mismatched calls on the kernel path, and the collective streams "
+                                           "could not be realigned: "))
+        << text;
+    // Its note says so; its bootstrap connection closing may tell first.
+    EXPECT_TRUE(text.find("destroyed its communicator while waiting for") != std::string::npos ||
+                text.find("rank 1 failed or left while waiting for") != std::string::npos)
+        << text;
+  }
+}
 
 // One rank: every collective is its own kernel launch on the user's stream (no gate, no
 // worker): the whole matrix, PreMulSum and sends/receives to itself included, and no stream
