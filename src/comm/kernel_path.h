@@ -137,7 +137,7 @@ class KernelPath {
   bool earlyStop_ = false;   // a peer froze the next realignment before this one ended here
   std::string earlyWhy_;
   int goneRank_ = -1;        // a rank that destroyed its frozen communicator
-  uint32_t failThrough_ = 0;  // admitCall: calls numbered up to this one fail (0: none)
+  std::atomic<uint32_t> failThrough_{0};  // admitCall: calls numbered up to this one fail (0: none)
   bool failWarned_ = false;
   // [epoch]: the ready and zeroed notes so far, by rank (rank -1: none yet).
   std::map<uint64_t, std::vector<RealignNote>> readyNotes_, zeroedNotes_;

@@ -138,14 +138,15 @@ ncclResult_t KernelPath::zeroStreams() {
 }
 
 ncclResult_t KernelPath::admitCall(Comm& c, uint32_t seq) {
+  if (seq == 0 || seq > failThrough_.load(std::memory_order_acquire)) return ncclSuccess;  // every matched call
   std::lock_guard<std::mutex> lk(realignMu_);
-  if (seq == 0 || seq > failThrough_) return ncclSuccess;
   if (!failWarned_)
     WARN("rank %d: call #%u fails: another rank had made calls up to #%u when the ranks realigned their collective "
          "streams after mismatched calls, and those failed there; calls pair up by number again from #%u",
-         c.rank, seq, failThrough_, failThrough_ + 1);
+         c.rank, seq, failThrough_.load(), failThrough_.load() + 1);
   else
-    INFO(kSubsysColl, "rank %d: call #%u fails (realigned after mismatched calls: up to #%u)", c.rank, seq, failThrough_);
+    INFO(kSubsysColl, "rank %d: call #%u fails (realigned after mismatched calls: up to #%u)", c.rank, seq,
+         failThrough_.load());
   failWarned_ = true;
   return ncclInvalidUsage;
 }
@@ -273,7 +274,7 @@ ncclResult_t realignKernelPaths(const std::vector<Comm*>& comms) {
       std::lock_guard<std::mutex> lk(r.kp->realignMu_);
       why = r.kp->frozenWhy_;
       r.kp->epoch_++;
-      r.kp->failThrough_ = furthest;
+      r.kp->failThrough_.store(furthest, std::memory_order_release);
       r.kp->failWarned_ = false;
       r.kp->readyNotes_.erase(r.kp->readyNotes_.begin(), r.kp->readyNotes_.upper_bound(r.epoch));
       r.kp->zeroedNotes_.erase(r.kp->zeroedNotes_.begin(), r.kp->zeroedNotes_.upper_bound(r.epoch));

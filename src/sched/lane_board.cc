@@ -11,7 +11,7 @@
 
 namespace accl {
 
-ncclResult_t Lane::checkBoardPeer(Comm& comm, int peer, const char* what) {
+ncclResult_t Lane::checkBoardPeer(Comm& comm, int peer, const char* what, bool* recheck) {
   // A peer that died never posts: its closed connection (if made; Comm::fail closes them all)
   // ends the wait, else the executor's peer checks do.
   if (PeerConnection* conn = peer == comm.rank ? nullptr : comm.conns[peer].get()) {
@@ -25,6 +25,11 @@ ncclResult_t Lane::checkBoardPeer(Comm& comm, int peer, const char* what) {
     return ncclRemoteError;
   }
   if (comm.board.hasDeparted(peer)) {
+    if (departedSeen_ != peer) {
+      departedSeen_ = peer;
+      *recheck = true;
+      return ncclSuccess;
+    }
     WARN("rank %d: ShmDirect: %s destroyed its communicator (ncclCommDestroy) while this rank waits for its "
          "%s (it never made this call, or left it early)",
          comm.rank, comm.describePeer(peer).c_str(), what);
@@ -70,7 +75,7 @@ ncclResult_t Lane::runBoardStep(Comm& comm, StepState* state) {
     moved = moved || boardNext_ != before;
     if (!all) {
       waitRecv_ = boardNext_;
-      NCCLCHECK(checkBoardPeer(comm, boardNext_, "input"));
+      NCCLCHECK(checkBoardPeer(comm, boardNext_, "input", &moved));
       if (moved) *state = StepState::Moved;
       return ncclSuccess;
     }

@@ -78,7 +78,7 @@ ncclResult_t Lane::runBoardReadStep(Comm& comm, StepState* state) {
     BoardSlot* slot = board.slots[boardSeq_ & 1][peer];
     if (slot->seq.load(std::memory_order_acquire) != boardSeq_) {
       waitRecv_ = peer;
-      NCCLCHECK(checkBoardPeer(comm, peer, "input"));
+      NCCLCHECK(checkBoardPeer(comm, peer, "input", &moved));
       if (moved) *state = StepState::Moved;
       return ncclSuccess;
     }
@@ -104,7 +104,7 @@ ncclResult_t Lane::runBoardReadStep(Comm& comm, StepState* state) {
   for (int peer = 0; peer < n; peer++) {
     if (peer == comm.rank || board.readDone[peer]->load(std::memory_order_acquire) >= boardSeq_) continue;
     waitRecv_ = peer;
-    NCCLCHECK(checkBoardPeer(comm, peer, "read of this rank's input"));
+    NCCLCHECK(checkBoardPeer(comm, peer, "read of this rank's input", &moved));
     if (moved) *state = StepState::Moved;
     return ncclSuccess;
   }

@@ -73,7 +73,7 @@ ncclResult_t Lane::runBoardSliceStep(Comm& comm, StepState* state) {
           const char* x = r == comm.rank ? src + begin : slots[r]->data() + at + begin;
           if (r != comm.rank && slots[r]->seq.load(std::memory_order_acquire) != boardSeq_) {
             waitRecv_ = r;
-            NCCLCHECK(checkBoardPeer(comm, r, "input"));
+            NCCLCHECK(checkBoardPeer(comm, r, "input", &moved));
             if (moved) *state = StepState::Moved;
             return ncclSuccess;
           }
@@ -103,7 +103,7 @@ ncclResult_t Lane::runBoardSliceStep(Comm& comm, StepState* state) {
       // for any post, so it may already be one operation ahead.
       if (board.sliced[r]->load(std::memory_order_acquire) < boardSeq_) {
         waitRecv_ = r;
-        NCCLCHECK(checkBoardPeer(comm, r, "reduced slice"));
+        NCCLCHECK(checkBoardPeer(comm, r, "reduced slice", &moved));
         if (moved) *state = StepState::Moved;
         return ncclSuccess;
       }

@@ -104,8 +104,10 @@ class Lane {
   ncclResult_t runBoardReadStep(Comm& comm, StepState* state);  // lane_board_read.cc
   ncclResult_t runBoardSliceStep(Comm& comm, StepState* state);  // lane_board_slices.cc
   // Board steps waiting for `peer`'s part of the current board operation (`what`: its input,
-  // its reduced slice): an error, with the cause logged, once it can never come.
-  ncclResult_t checkBoardPeer(Comm& comm, int peer, const char* what);
+  // its reduced slice): an error, with the cause logged, once it can never come. A peer that
+  // destroyed its communicator may have posted just before: the first time its departure is
+  // seen, *recheck is set instead (the caller looks once more), and only the second is an error.
+  ncclResult_t checkBoardPeer(Comm& comm, int peer, const char* what, bool* recheck);
   // ncclInvalidUsage (WARNed) when `peer`'s board post is for another call than ours.
   ncclResult_t checkBoardStamp(Comm& comm, int peer, const CallStamp& theirs);
   bool alignSend(SendChannel* ch);
@@ -134,6 +136,7 @@ class Lane {
   uint64_t lentEnd_ = 0;
   int waitRecv_ = -1;
   int waitSend_ = -1;
+  int departedSeen_ = -1;  // checkBoardPeer: the peer whose departure was seen once
   InFlight inFlight_;
   uint64_t boardSeq_ = 0;  // board steps: the sequence number posted (0: not posted yet)
   int boardNext_ = 0;      // board steps: the next rank whose post to consume

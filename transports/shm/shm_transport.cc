@@ -146,8 +146,13 @@ class ShmRecv final : public RecvChannel {
     size_t off = head_ & (cap_ - 1);
     *buf = data_ + off;
     *avail = ready < cap_ - off ? ready : cap_ - off;
-    if (*avail == 0) return checkPeerLeft(*ring_, *peer_, peerRank_, "from");
-    return ncclSuccess;
+    if (*avail > 0 || !peerLeft()) return ncclSuccess;
+    // The peer may have committed its last bytes and left between the two loads above: what
+    // it wrote before leaving is read first (an error only once nothing is left).
+    ready = ring_->tail.load(std::memory_order_acquire) - head_;
+    *avail = ready < cap_ - off ? ready : cap_ - off;
+    if (*avail > 0) return ncclSuccess;
+    return checkPeerLeft(*ring_, *peer_, peerRank_, "from");
   }
   void release(size_t n) override {
     head_ += n;
@@ -157,6 +162,9 @@ class ShmRecv final : public RecvChannel {
   uint64_t position() const override { return head_; }
 
  private:
+  bool peerLeft() const {
+    return ring_->closed.load(std::memory_order_acquire) != 0 || peer_->departed.load(std::memory_order_acquire);
+  }
   RingHeader* ring_;
   const char* data_;
   size_t cap_;
