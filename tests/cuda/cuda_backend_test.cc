@@ -1497,6 +1497,50 @@ TEST(CudaIpc, ProcessesOnOneDeviceRunCollectivesAsKernelsThroughIpcMailboxes) {
   EXPECT_EQ(2, occurrences(log, "collectives run as kernels on the caller's stream")) << log;
 }
 
+// A count mismatch between two rank processes, then matched all-reduces: the ranks realign
+// across processes (each zeroes its own mailbox, which the other has mapped through CUDA IPC,
+// or its proxy drops the other's frames over sockets), the next call fails and the one after
+// is exact on both.
+void mismatchThenMatchedCallsAcrossProcesses(const accl_test::ChildRole& role, const TestDriver* d, ncclComm_t comm) {
+  CUstream s = nullptr;
+  CUdeviceptr b = 0;
+  const std::string first = matchedAllReduceFirst(d, comm, role.rank, 2, &s, &b);
+  ASSERT_TRUE(first.empty()) << first;
+  void* p = reinterpret_cast<void*>(b);
+  EXPECT_EQ(ncclSuccess, ncclAllReduce(p, p, role.rank == 0 ? 1000 : 2000, ncclInt32, ncclSum, comm,
+                                       reinterpret_cast<cudaStream_t>(s)));
+  EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
+  ncclResult_t async = ncclSuccess;
+  EXPECT_EQ(ncclSuccess, ncclCommGetAsyncError(comm, &async));
+  EXPECT_EQ(ncclInvalidUsage, async);
+  int failures = 0;
+  const std::string after = matchedAllReducesAfter(d, comm, role.rank, 2, s, b, 3, &failures);
+  EXPECT_TRUE(after.empty()) << after;
+  EXPECT_EQ(1, failures);
+  EXPECT_EQ(ncclSuccess, ncclCommDestroy(comm));
+  d->streamDestroy(s);
+  d->memFree(b);
+}
+
+TEST(CudaIpc, MismatchedCallsBetweenProcessesRealignAndTheCallAfterTheNextIsExact) {
+  if (const accl_test::ChildRole* role = accl_test::childRole()) {
+    CHILD_RANK(*role, d, comm);
+    return mismatchThenMatchedCallsAcrossProcesses(*role, d, comm);
+  }
+  REQUIRE_DRIVER(d);
+  for (const bool sockets : {false, true}) {
+    SCOPED_TRACE(sockets ? "over sockets" : "CUDA IPC mailboxes");
+    const std::string path = childLogPath("accl_cuda_mismatch_mp_");
+    std::vector<std::string> env = childLogEnv(path);
+    if (sockets) env.insert(env.end(), {"NCCL_SHM_DISABLE=1", "NCCL_P2P_DISABLE=1"});
+    auto r = accl_test::runChildProcesses(2, true, 0, env, 120);
+    EXPECT_TRUE(r.ok) << r.report;
+    const std::string log = takeChildLogs(path);
+    EXPECT_NE(std::string::npos, log.find("mismatched calls: rank")) << log;
+    EXPECT_EQ(2, occurrences(log, "it realigned the collective streams after mismatched calls")) << log;
+  }
+}
+
 // Rank 0 queues an all-reduce and waits for its stream; rank 1 leaves without a word once it is
 // queued (its process ends with the test; its communicator is deliberately never destroyed).
 void allReduceWhileThePeerProcessExits(const accl_test::ChildRole& role, const TestDriver* d, ncclComm_t comm) {
