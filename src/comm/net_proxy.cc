@@ -167,6 +167,17 @@ ncclResult_t NetProxy::sendSome(Peer& p, bool* moved, bool startNew) {
   return ch->progress();
 }
 
+bool NetProxy::takeHeaderBytes(Peer& p, RecvChannel* ch, const void* buf, size_t avail) {
+  const size_t k = std::min(avail, sizeof(Frame) - p.inHeaderHave);
+  std::memcpy(p.inHeader + p.inHeaderHave, buf, k);
+  ch->release(k);
+  p.inHeaderHave += k;
+  if (p.inHeaderHave < sizeof(Frame)) return false;
+  std::memcpy(&p.in, p.inHeader, sizeof(Frame));
+  p.inHeaderHave = 0;
+  return true;
+}
+
 ncclResult_t NetProxy::receiveSome(Peer& p, bool* moved, bool quietWhile) {
   RecvChannel* ch = p.conn->recv();
   // Read only while a kernel waits for a chunk of this peer (or a frame is half read): a peer
@@ -189,14 +200,8 @@ ncclResult_t NetProxy::receiveSome(Peer& p, bool* moved, bool quietWhile) {
     NCCLCHECK(ch->peek(&buf, &avail));
     if (!p.receiving) {
       if (avail == 0) return ncclSuccess;
-      const size_t k = std::min(avail, sizeof(Frame) - p.inHeaderHave);
-      std::memcpy(p.inHeader + p.inHeaderHave, buf, k);
-      ch->release(k);
-      p.inHeaderHave += k;
       *moved = true;
-      if (p.inHeaderHave < sizeof(Frame)) continue;
-      std::memcpy(&p.in, p.inHeader, sizeof(Frame));
-      p.inHeaderHave = 0;
+      if (!takeHeaderBytes(p, ch, buf, avail)) continue;
       if (p.in.magic == kNoticeMagic && p.in.bytes == 0) {
         p.framesIn++;
         publishCall(&header_->peerCallWord[p.rank], &header_->peerCall[p.rank], p.in.stamp);
@@ -359,13 +364,7 @@ ncclResult_t NetProxy::discardSome(Peer& p, uint64_t upTo, bool* done) {
     NCCLCHECK(ch->peek(&buf, &avail));
     if (avail == 0) return ncclSuccess;
     if (!p.receiving) {
-      const size_t k = std::min(avail, sizeof(Frame) - p.inHeaderHave);
-      std::memcpy(p.inHeader + p.inHeaderHave, buf, k);
-      ch->release(k);
-      p.inHeaderHave += k;
-      if (p.inHeaderHave < sizeof(Frame)) continue;
-      std::memcpy(&p.in, p.inHeader, sizeof(Frame));
-      p.inHeaderHave = 0;
+      if (!takeHeaderBytes(p, ch, buf, avail)) continue;
       if (p.in.magic == kNoticeMagic && p.in.bytes == 0) {
         p.framesIn++;
         continue;

@@ -36,6 +36,7 @@ namespace accl {
 
 class Comm;
 class PeerConnection;
+class RecvChannel;
 
 class NetProxy {
  public:
@@ -105,6 +106,9 @@ class NetProxy {
   void takeNotice(Peer& p);
   // `startNew`: false while pausing (only the frame being sent is finished).
   ncclResult_t sendSome(Peer& p, bool* moved, bool startNew = true);
+  // Takes header bytes of p's next frame from `buf` (avail > 0, released): true once the
+  // whole header is in p.in.
+  bool takeHeaderBytes(Peer& p, RecvChannel* ch, const void* buf, size_t avail);
   // Reads and drops p's bytes up to frame `upTo`: true once there.
   ncclResult_t discardSome(Peer& p, uint64_t upTo, bool* done);
   // One step of the realignment mode `m`; an error fails the communicator.
