@@ -13,7 +13,6 @@
 #include "comm/comm.h"
 #include "comm/staged_path.h"
 #include "device/deferred_release.h"
-#include "sched/call_stamp.h"
 
 namespace accl {
 namespace {
@@ -276,13 +275,16 @@ std::string KernelPath::mismatchText(const Comm& c) const {
   const uint64_t* report = abortHost_ + 1;
   const int rank = static_cast<int>(report[kern::kReportRank]) - 1;
   const int peer = static_cast<int>(report[kern::kReportPeer]);
-  return "mismatched calls: rank " + std::to_string(rank) + " is in " + describe_(&report[kern::kReportMine]) +
-         " but the data " + (peer >= 0 && peer < c.nranks ? c.describePeer(peer) : std::string("?")) +
-         " sent it is for " + describe_(&report[kern::kReportTheirs]);
+  // Set by the first launch's checkKernels, before any kernel could report.
+  std::string (*describe)(const void*) = describe_.load(std::memory_order_acquire);
+  auto call = [&](int at) { return describe ? describe(&report[at]) : std::string("a call"); };
+  return "mismatched calls: rank " + std::to_string(rank) + " is in " + call(kern::kReportMine) + " but the data " +
+         (peer >= 0 && peer < c.nranks ? c.describePeer(peer) : std::string("?")) + " sent it is for " +
+         call(kern::kReportTheirs);
 }
 
 ncclResult_t KernelPath::checkKernels(Comm& c, std::string (*describe)(const void* stamp)) {
-  (void)describe;  // describe_ (set at init) says the calls
+  if (describe && !describe_.load(std::memory_order_relaxed)) describe_.store(describe, std::memory_order_release);
   const uint64_t* report = abortHost_ + 1;
   const uint64_t code = reportCode();
   if (code == kern::kReportMismatch && !frozen()) freeze(c, mismatchText(c), true);
@@ -378,7 +380,6 @@ ncclResult_t setUpKernelPath(Comm* c) {
   }
 
   auto kp = std::make_shared<KernelPath>();
-  kp->describe_ = describeStampBytes;
   kp->backend_ = c->backend;
   kp->rank_ = c->rank;
   kp->nranks_ = c->nranks;

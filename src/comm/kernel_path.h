@@ -128,7 +128,8 @@ class KernelPath {
   LaunchOrder order_;
   std::vector<dev::Buffer> staging_;  // the last one is the current (largest)
   size_t stagingBytes_ = 0;
-  std::string (*describe_)(const void* stamp) = nullptr;
+  // How a call stamp reads (sched/call_stamp.h, a layer above: handed in by checkKernels).
+  std::atomic<std::string (*)(const void* stamp)> describe_{nullptr};
   // Realignment state (comm/kernel_realign.cc), under realignMu_.
   std::mutex realignMu_;
   std::atomic<bool> frozen_{false};
