@@ -37,10 +37,9 @@ class KernelPath {
   void stopKernels();
   // ncclRemoteError (WARNed once, the communicator failed) when a kernel of this rank gave
   // up after ACCL_TIMEOUT: its results are not valid, and the wait it gave up is named.
-  // ncclInvalidUsage (WARNed once naming both calls with `describe`, the communicator failed)
-  // when a kernel found a peer's chunk stamped with another call than its own.
-  // A mismatch does not fail the communicator: this rank freezes (comm/kernel_realign.cc) and
-  // the call stays ncclInvalidUsage until its next call realigns the streams.
+  // ncclInvalidUsage when a kernel found a peer's chunk stamped with another call than its own
+  // (WARNed once naming both calls with `describe`), or a peer did: the communicator does not
+  // fail, this rank freezes (comm/kernel_realign.cc) until its next call realigns the streams.
   ncclResult_t checkKernels(Comm& c, std::string (*describe)(const void* stamp));
 
   // Mismatched calls (comm/kernel_realign.cc). freeze: waiting kernels give up, no launch goes
