@@ -16,6 +16,8 @@ struct PeerInfo {
   int pid;
   int cudaDev;
   uint64_t hostHash;   // equal hash: same host (and network namespace), so shared memory works
+  uint64_t kernelHash;  // equal hash: same OS kernel (boot id), so the same cores (topo::kernelHash)
+  int32_t cores;        // CPUs this rank's process may run on (topo::usableCores)
   uint64_t commNonce;  // rank 0's value names this communicator's shm segments
   net::SockAddr dataAddr;
   char hostname[64];  // for error messages naming an unreachable peer

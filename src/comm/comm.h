@@ -54,6 +54,11 @@ class Comm {
   int localIndex = 0;
   // Host of every rank and the ring order that crosses each host boundary once (from init).
   topo::RankLayout layout;
+  // The most ranks of this communicator on one OS kernel (netns pods or containers of one
+  // machine count together) and the cores they run on: the tuner's cost model queues
+  // messages sent at once by more ranks than there are cores (sched/cost_model.h).
+  int kernelRanks = 0;
+  int kernelCores = 0;
   // Transports in order of preference (src/comm/init.cc) and, by peer rank, the one chosen
   // for each peer (null for self). conns[p] is made when first used for lazy transports.
   std::vector<std::unique_ptr<Transport>> transports;

@@ -4,7 +4,9 @@
 #include <sys/random.h>
 #include <unistd.h>
 #include <algorithm>
+#include <map>
 #include <mutex>
+#include <tuple>
 #include <cstdio>
 #include <cstring>
 #include "base/check.h"
@@ -60,9 +62,19 @@ void layoutFromPeers(Comm* c) {
   std::vector<uint64_t> hosts(c->nranks);
   for (int r = 0; r < c->nranks; r++) hosts[r] = c->peers[r].hostHash;
   c->layout = topo::layoutRanks(hosts);
+  // Ranks per kernel: the busiest kernel, with the most cores any of its ranks may use.
+  std::map<uint64_t, std::pair<int, int>> kernels;  // kernel hash -> ranks, cores
+  for (const PeerInfo& p : c->peers) {
+    auto& k = kernels[p.kernelHash ? p.kernelHash : p.hostHash];
+    k.first++;
+    k.second = std::max<int>(k.second, p.cores);
+  }
+  for (const auto& [hash, k] : kernels)
+    if (k.first > c->kernelRanks) std::tie(c->kernelRanks, c->kernelCores) = k;
   if (c->rank == 0)
-    INFO(kSubsysInit | kSubsysGraph, "ring over %d host(s), %d host crossing(s)%s: %s", c->layout.nhosts,
-         c->layout.hostCrossings(), c->layout.inRankOrder ? " (rank order)" : "", c->layout.describe().c_str());
+    INFO(kSubsysInit | kSubsysGraph, "ring over %d host(s), %d host crossing(s)%s: %s; up to %d rank(s) share one "
+         "kernel's %d core(s)", c->layout.nhosts, c->layout.hostCrossings(), c->layout.inRankOrder ? " (rank order)" : "",
+         c->layout.describe().c_str(), c->kernelRanks, c->kernelCores);
 }
 
 }  // namespace
@@ -117,6 +129,8 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   me.cudaDev = c->cudaDev;
   me.deviceId = c->backend->deviceId();  // 0: host memory only
   me.hostHash = topo::hostHash();
+  me.kernelHash = topo::kernelHash();
+  me.cores = topo::usableCores();
   me.commNonce = randomU64();
   NCCLCHECK(statusServerAddress(c->helperCpus, &me.statusAddr));
   std::memset(me.hostname, 0, sizeof(me.hostname));

@@ -72,5 +72,10 @@ std::string interfaceStem(const std::string& name);  // "hpn1" -> "hpn"
 // identity share memory; different network namespaces count as different hosts (pods).
 std::string hostIdentity();
 uint64_t hostHash();  // stable 64-bit hash of hostIdentity()
+// Which ranks share an operating-system kernel, hence its cores: the boot id alone (pods on
+// one node, netns pods of one machine). 0 when the boot id cannot be read.
+uint64_t kernelHash();
+// The CPUs this process may run on (its affinity mask), at least 1.
+int usableCores();
 
 }  // namespace accl::topo
