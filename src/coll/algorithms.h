@@ -1,5 +1,5 @@
 // algorithms.h: every algorithm, as a factory of one rank's steps. One algorithm per file:
-//   ring_allreduce.cc, recursive_doubling_allreduce.cc, ring_allgather.cc,
+//   ring_allreduce.cc, recursive_doubling_allreduce.cc, binomial_tree_allreduce.cc, ring_allgather.cc,
 //   ring_reduce_scatter.cc, ring_broadcast.cc, chain_reduce.cc, direct.cc (flat trees:
 //   broadcast, reduce, gather, scatter for small messages and rooted ops), rank_order_reduce.cc
 //   (ACCL_DETERMINISTIC: every element reduced left to right in rank order; its gathered
@@ -62,12 +62,17 @@ std::vector<std::unique_ptr<StepSource>> makeHierarchicalReduceScatter(const Col
 // all-gather inside each host of what each rank gathered. Uniform layouts.
 std::vector<std::unique_ptr<StepSource>> makeHierarchicalAllGather(const CollArgs& a, const topo::RankLayout& l);
 std::unique_ptr<StepSource> makeRecursiveDoublingAllReduce(const CollArgs& a);
+// binomial_tree_allreduce.cc: reduce into ring position 0 along a binomial tree, broadcast back.
+std::unique_ptr<StepSource> makeBinomialTreeAllReduce(const CollArgs& a);
 std::unique_ptr<StepSource> makeRingAllGather(const CollArgs& a);
 std::unique_ptr<StepSource> makeRingReduceScatter(const CollArgs& a);
 std::unique_ptr<StepSource> makeRingBroadcast(const CollArgs& a);
 std::unique_ptr<StepSource> makeChainReduce(const CollArgs& a);
 std::unique_ptr<StepSource> makeDirectBroadcast(const CollArgs& a);
 std::unique_ptr<StepSource> makeDirectReduce(const CollArgs& a);
+// The flat-tree all-reduce (the Tree's flat shape): every rank's input to ring position 0,
+// which reduces them in position order and sends the result back to each.
+std::unique_ptr<StepSource> makeDirectAllReduce(const CollArgs& a);
 std::unique_ptr<StepSource> makeDirectGather(const CollArgs& a);
 std::unique_ptr<StepSource> makeDirectScatter(const CollArgs& a);
 // Rank-order (deterministic) reductions: sliced = each rank reduces its slice, bandwidth-bound

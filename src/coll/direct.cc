@@ -34,6 +34,28 @@ std::unique_ptr<StepSource> makeDirectReduce(const CollArgs& a) {
   return list;
 }
 
+std::unique_ptr<StepSource> makeDirectAllReduce(const CollArgs& a) {
+  // Ring position 0 is the root: it folds every other position's input in position order and
+  // sends the result back to each, so all ranks end bit-identical. A rank sends before it
+  // receives, but only the root receives more than once, in order: any size streams through.
+  auto list = std::make_unique<StepList>();
+  const size_t bytes = a.count * dev::typeSize(a.type);
+  const int root = a.rankAt(0);
+  if (a.rank != root) {
+    list->push(sendStep(a, root, a.src, bytes));
+    list->push(recvStep(a, root, a.dst, bytes));
+    return list;
+  }
+  const char* acc = a.src;
+  for (int p = 1; p < a.nranks; p++) {
+    list->push(recvReduceStep(a, a.rankAt(p), a.dst, acc, bytes));
+    acc = a.dst;
+  }
+  if (acc != a.dst) list->push(copyStep(a, a.dst, a.src, bytes));  // one rank
+  for (int p = 1; p < a.nranks; p++) list->push(sendStep(a, a.rankAt(p), a.dst, bytes));
+  return list;
+}
+
 std::unique_ptr<StepSource> makeDirectGather(const CollArgs& a) {
   auto list = std::make_unique<StepList>();
   const size_t bytes = a.count * dev::typeSize(a.type);

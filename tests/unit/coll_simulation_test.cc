@@ -2,6 +2,7 @@
 // channels: checks results against a direct computation and that no plan can deadlock when
 // a channel holds only a few pieces (the planner's real invariant: piece <= channel / 4).
 #include <gtest/gtest.h>
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -58,8 +59,8 @@ std::vector<Case> cases(bool rooted) {
   return v;
 }
 
-void expectAllReduce(const Factory& f) {
-  for (const Case& c : cases(false)) {
+void expectAllReduceOn(const Factory& f, const std::vector<Case>& all) {
+  for (const Case& c : all) {
     simulate(f, c, c.count, c.count, [&](int r, const std::vector<int32_t>& out, const auto& in) {
       for (size_t i = 0; i < c.count; i++) {
         int32_t want = 0;
@@ -69,6 +70,8 @@ void expectAllReduce(const Factory& f) {
     });
   }
 }
+
+void expectAllReduce(const Factory& f) { expectAllReduceOn(f, cases(false)); }
 
 TEST(AlgorithmSimulation, RingAllReduceSumsEveryElementOnEveryRankWithoutDeadlock) { expectAllReduce(makeRingAllReduce); }
 
@@ -87,6 +90,51 @@ TEST(AlgorithmSimulation, RecursiveDoublingAllReduceSumsEveryElementForAnyRankCo
       }
     });
   }
+}
+
+TEST(AlgorithmSimulation, BinomialTreeAllReduceSumsEveryElementForAnyRankCountAndSize) {
+  // No rank sends and receives at once: buffers larger than the channel (up to 4000 bytes
+  // through 256) stream through it. One rank copies its input.
+  std::vector<Case> all = cases(false);
+  all.push_back({1, 7, 0});
+  expectAllReduceOn(makeBinomialTreeAllReduce, all);
+}
+
+TEST(AlgorithmSimulation, BinomialTreeAllReduceFollowsTheRingOrder) {
+  // 8 ranks placed round robin over 4 hosts: the ring (hence the tree) visits 0 4 | 1 5 | 2 6 | 3 7.
+  static const int ring[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+  static int pos[8];
+  for (int p = 0; p < 8; p++) pos[ring[p]] = p;
+  std::vector<std::pair<int, int>> edges;  // (sender, receiver) of every send step
+  auto ordered = [&](const CollArgs& args) {
+    CollArgs a = args;
+    a.ringRanks = ring;
+    a.ringPos = pos;
+    auto steps = makeBinomialTreeAllReduce(a);
+    auto list = std::make_unique<StepList>();
+    Step st;
+    while (steps->next(&st)) {
+      if (st.kind == Step::Kind::Send) edges.emplace_back(a.rank, st.sendPeer);
+      list->push(st);
+    }
+    return list;
+  };
+  std::vector<Case> eight;
+  for (size_t count : {1, 97, 1000}) eight.push_back({8, count, 0});
+  expectAllReduceOn(ordered, eight);
+  // The reduce's first level pairs ring neighbours, the two ranks of each host (4 -> 0, 5 -> 1,
+  // 6 -> 2, 7 -> 3), then hosts (1 -> 0, 3 -> 2, 2 -> 0); 2(N-1) messages per call.
+  ASSERT_EQ(edges.size(), 3u * 14);
+  for (auto [from, to] : {std::pair{4, 0}, {5, 1}, {6, 2}, {7, 3}, {1, 0}, {3, 2}, {2, 0}})
+    EXPECT_NE(std::find(edges.begin(), edges.end(), std::pair{from, to}), edges.end()) << from << " -> " << to;
+}
+
+TEST(AlgorithmSimulation, FlatAllReduceSumsEveryElementForAnyRankCountAndSize) {
+  // Every rank sends its whole input to the root before it receives: buffers larger than the
+  // channel stream through it, the root taking the inputs one after another.
+  std::vector<Case> all = cases(false);
+  all.push_back({1, 7, 0});
+  expectAllReduceOn(makeDirectAllReduce, all);
 }
 
 TEST(AlgorithmSimulation, RingReduceScatterLeavesEachRankItsReducedBlock) {
