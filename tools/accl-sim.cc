@@ -206,10 +206,12 @@ int main(int argc, char** argv) {
     const bool blocks = coll.kind == OpKind::AllGather || coll.kind == OpKind::ReduceScatter;
     return blocks ? std::max<size_t>(4, size / nranks / 4 * 4) : size;
   };
+  // The all-reduce Tree's shape, as the tuner picks it (the model's cheaper one).
+  auto treeShapeOf = [&](size_t bytes) { return accl::cheaperTreeShape(bytes, nranks, shape, links); };
   auto row = [&](const Coll& coll, Algo algo, size_t size, const std::string& label) -> Row {
     const size_t bytes = perRank(coll, size);
     Row r{coll.name, label, size, -1, accl::predictUs(coll.kind, algo, bytes, nranks, shape, links), 0, 0, 0, 0, true};
-    const accl::SimResult res = accl::simulatePlans(cluster, accl::simOpFor(coll.kind, algo, bytes, layout), maxSteps);
+    const accl::SimResult res = accl::simulatePlans(cluster, accl::simOpFor(coll.kind, algo, bytes, layout, treeShapeOf(bytes)), maxSteps);
     if (res.ok) {
       r.us = res.us;
       r.steps = res.steps;
@@ -267,7 +269,7 @@ int main(int argc, char** argv) {
         if (all[i] == a || !(policy.allowed[coll->policyIndex] & bits[i]) || !hasPlan(coll->kind, all[i])) continue;
         if (all[i] == Algo::HierRing && !accl::hierRingRuns(coll->kind, layout)) continue;
         const accl::SimResult res =
-            accl::simulatePlans(cluster, accl::simOpFor(coll->kind, all[i], bytes, layout), maxSteps);
+            accl::simulatePlans(cluster, accl::simOpFor(coll->kind, all[i], bytes, layout, treeShapeOf(bytes)), maxSteps);
         if (res.ok && picked.simulated && res.us < 0.95 * picked.us)
           faster += std::string(faster.empty() ? "" : ", ") + accl::algoName(all[i]) + " " +
                     std::to_string(static_cast<long long>(res.us)) + " us";

@@ -15,14 +15,14 @@ size_t planScratchBytes(OpKind kind, Algo algo, const CollArgs& a, const topo::R
 
 std::vector<std::unique_ptr<StepSource>> planOverConnections(OpKind kind, Algo algo, const CollArgs& a,
                                                              const topo::RankLayout& layout, size_t treePieceBytes,
-                                                             char* scratch) {
+                                                             char* scratch, TreeShape tree) {
   std::vector<std::unique_ptr<StepSource>> phases;
   const bool hier = algo == Algo::HierRing && hierRingRuns(kind, layout);
   switch (kind) {
     case OpKind::AllReduce:
       if (hier) return makeHierarchicalAllReduce(a, layout);
       if (algo == Algo::Tree) {
-        // Recursive doubling in pieces of at most half a channel.
+        // Recursive doubling (or the binomial or flat tree) in pieces of at most half a channel.
         const size_t esize = dev::typeSize(a.type);
         const size_t pieceElems = std::max<size_t>(1, treePieceBytes / esize);
         for (size_t lo = 0; lo < a.count; lo += pieceElems) {
@@ -30,7 +30,9 @@ std::vector<std::unique_ptr<StepSource>> planOverConnections(OpKind kind, Algo a
           p.src = a.src + lo * esize;
           p.dst = a.dst + lo * esize;
           p.count = std::min(pieceElems, a.count - lo);
-          phases.push_back(makeRecursiveDoublingAllReduce(p));
+          phases.push_back(tree == TreeShape::Binomial ? makeBinomialTreeAllReduce(p)
+                           : tree == TreeShape::Flat   ? makeDirectAllReduce(p)
+                                                       : makeRecursiveDoublingAllReduce(p));
         }
         return phases;
       }

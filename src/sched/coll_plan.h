@@ -20,10 +20,11 @@ bool hierRingRuns(OpKind kind, const topo::RankLayout& layout);
 size_t planScratchBytes(OpKind kind, Algo algo, const CollArgs& a, const topo::RankLayout& layout);
 // The phases of rank a.rank's plan. `treePieceBytes`: the largest message recursive doubling
 // sends at once (half a channel: both partners send before they receive). `scratch`: at least
-// planScratchBytes. Algorithms a kind does not have fall back as the planner always did
-// (all-gather and reduce-scatter: Tree is the ring; HierRing where it cannot run: the ring).
+// planScratchBytes. `tree`: the all-reduce Tree's shape (tuner.h). Algorithms a kind does not
+// have fall back as the planner always did (all-gather and reduce-scatter: Tree is the ring;
+// HierRing where it cannot run: the ring).
 std::vector<std::unique_ptr<StepSource>> planOverConnections(OpKind kind, Algo algo, const CollArgs& a,
                                                              const topo::RankLayout& layout, size_t treePieceBytes,
-                                                             char* scratch);
+                                                             char* scratch, TreeShape tree = TreeShape::Doubling);
 
 }  // namespace accl

@@ -23,6 +23,16 @@
 //     ours:HierRing" (4 pods x 2): HierRing 6.5 ms at 1 MiB, 27.6 ms at 4 MiB, what its link
 //     phase alone takes (6.85, 26.5 ms): buffers that stay in cache cost the host phases little,
 //     and HierRing beats the ring there (1.13-1.17x at 1-4 MiB).
+//   message 8 us of one rank's CPU per small message sent or received between hosts: `perf
+//     trace -s` on the root of an 8 B all-reduce, ACCL_TREE_SHAPE=flat, 8 pods x 1 rank
+//     (2026-12-03): sendto 11-14 us, recvfrom 5-7 us each, perf trace's own cost included;
+//   crowding (ranks of one kernel outnumbering its cores, crowding() below), 8 pods x 1 rank
+//     on the 2 vCPUs, 8 B, interleaved, ITERS=2000 (2026-12-03): ring (2 messages a step)
+//     317-508 us, 14 steps; 2-16 KiB (8 a step) 830-1340 us; recursive doubling (8 a
+//     round, 3 rounds) 198-395 us; binomial (levels of 4, 2, 1) 147-249 us; flat 138-228 us:
+//       PODS=8 PER_POD=1 MIN=8 MAX=8 ITERS=2000 ROUNDS=6
+//         VARIANTS="ours:Tree:flat ours:Tree:binomial ours:Ring" perf/pods_topo_bench.sh build build/lib
+//     and 4 pods x 2 ranks: ring 216-237 us, binomial 95-120, flat 135-153, doubling 148-171.
 // The tuner compares algorithms with these; a machine with real NICs and cores has other
 // figures (accl-sim takes them as options).
 #include "sched/cost_model.h"
@@ -34,7 +44,7 @@
 namespace accl {
 
 const LinkCosts& measuredLinks() {
-  static const LinkCosts links{{3.0, 0.3}, {50.0, 0.24}, 0, 4 << 20, 4.0};
+  static const LinkCosts links{{3.0, 0.3}, {50.0, 0.24}, 0, 4 << 20, 4.0, 8.0};
   return links;
 }
 
@@ -46,6 +56,17 @@ namespace {
 double ringPieceBytes(const TopoShape& shape) { return shape.ranksPerHost == 1 ? 512 << 10 : 128 << 10; }
 double treePieceBytes(const TopoShape& shape) { return shape.ranksPerHost == 1 ? 1 << 20 : 512 << 10; }
 double piecesOf(double bytes, double piece) { return std::max(1.0, std::ceil(bytes / piece)); }
+
+// How many hops' time a round takes in which `msgs` of the N ranks' messages go at once: spread
+// evenly over the kernels, each kernel runs msgs x kernelRanks / N of them (sending and
+// receiving) on its cores, one hop's worth per core at a time. On the 8 pods x 1 rank (one
+// kernel, 2 cores) of the header, recursive doubling's rounds (8 messages) took ~65 us against
+// ~25 us for a ring step with 2 messages and ~70 us with 8; the binomial tree's levels (4, 2,
+// 1 messages) ~30 us on average.
+double crowding(double msgs, int nranks, const TopoShape& shape) {
+  if (shape.kernelRanks <= 0 || shape.kernelCores <= 0) return 1;
+  return std::max(1.0, msgs * shape.kernelRanks / nranks / shape.kernelCores);
+}
 
 // A pipelined phase: `rounds` piece rounds of `steps` steps each, over hops of `hopUs`. A
 // lane runs its steps in order and a round's pieces go around before the next round starts,
@@ -67,10 +88,12 @@ double predictGatherScatterUs(bool reduces, Algo algo, size_t bytes, int nranks,
   // All-gather's passes copy; reduce-scatter's reduce, reading the whole input (N blocks).
   LinkCost in = links.intra;
   in.gbytesPerSec = reduces ? reduceGbps(links, n * s) : copyGbps(links);
+  // Every rank sends a block in each step: steps queue for the cores where ranks crowd them.
+  const double cr = crowding(n, nranks, shape);
+  in.latencyUs *= cr;
   const bool multiHost = shape.hosts > 1;
   const double hopUs = !multiHost ? in.latencyUs
-                       : pods > 1 && links.podLatencyUs > 0 ? links.podLatencyUs
-                                                            : links.inter.latencyUs;
+                       : cr * (pods > 1 && links.podLatencyUs > 0 ? links.podLatencyUs : links.inter.latencyUs);
   const double nic = links.inter.gbytesPerSec;
   const double podUplink = hostsPerPod * shape.nicsPerHost * nic / std::max(1.0, shape.podOversub);
   auto us = [](double b, double gbps) { return b / (gbps * 1e3); };
@@ -117,6 +140,76 @@ double predictUs(OpKind kind, Algo algo, size_t bytes, int nranks, const TopoSha
   return -1;
 }
 
+double predictTreeUs(TreeShape tree, size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links) {
+  const double s = static_cast<double>(bytes), n = nranks;
+  const double h = shape.hosts, l = shape.ranksPerHost > 0 ? shape.ranksPerHost : n / h;
+  const double pods = std::max(1, shape.pods), hostsPerPod = h / pods;
+  const bool multiHost = shape.hosts > 1;
+  const double red = reduceGbps(links, s), copy = copyGbps(links);
+  const double inLat = links.intra.latencyUs;
+  const double podLat = pods > 1 && links.podLatencyUs > 0 ? links.podLatencyUs : links.inter.latencyUs;
+  const double nic = links.inter.gbytesPerSec;
+  const double podUplink = hostsPerPod * shape.nicsPerHost * nic / std::max(1.0, shape.podOversub);
+  auto us = [](double b, double gbps) { return b / (gbps * 1e3); };
+  // Levels (rounds) by the link they cross, ranks placed by host along the ring: the first
+  // log2(L) inside the host, the last log2(pods) between pods, the rest between hosts of a pod.
+  const double levels = std::ceil(std::log2(n));
+  const double inside = multiHost ? std::min(levels, std::floor(std::log2(l))) : levels;
+  const double podLevels = pods > 1 ? std::ceil(std::log2(pods)) : 0;
+  const double more = piecesOf(s, treePieceBytes(shape)) - 1;  // pieces above half a channel, one after another
+  if (tree == TreeShape::Doubling) {
+    // log2(N) whole-buffer exchanges (two more when N is not a power of two), every rank
+    // sending in each: all L ranks of a host through its NICs, and between pods through the
+    // uplink; with too few cores for all of them, the round queues for the CPU (crowding).
+    const double rounds = levels + ((nranks & (nranks - 1)) ? 2 : 0);
+    const double insideRounds = multiHost ? inside : rounds;
+    const double hostRounds = std::max(0.0, rounds - insideRounds - podLevels);
+    const double cr = crowding(n, nranks, shape);
+    const double nicRound = us(l * s, std::min<double>(shape.nicsPerHost, l) * nic);
+    double t = insideRounds * (inLat * cr + us(s, red));
+    t += hostRounds * (links.inter.latencyUs * cr + nicRound);
+    t += podLevels * (podLat * cr + std::max(nicRound, us(hostsPerPod * l * s, podUplink)));
+    return t + more * cr * (insideRounds * inLat + hostRounds * links.inter.latencyUs + podLevels * podLat);
+  }
+  if (tree == TreeShape::Flat) {
+    // Every rank sends to the root at once, which receives and reduces them one after another,
+    // then sends the result to each: a hop each way (crowded: N-1 messages at once), or the
+    // root's N-1 messages in turn where they take longer. The root's NIC carries the inputs
+    // of the N-L ranks on other hosts in, and the result out to them.
+    if (links.messageUs <= 0) return -1;
+    const double hop = !multiHost ? inLat : pods > 1 ? podLat : links.inter.latencyUs;
+    const double phase = std::max(hop * crowding(n - 1, nranks, shape), hop + (n - 1) * links.messageUs);
+    const double remote = multiHost ? n - l : 0;
+    return (1 + more) * 2 * phase + 2 * us(remote * s, nic) + (n - 1) * us(s, red) + us(s, copy);
+  }
+  // Binomial: level j (mask 2^j) has the ranks at odd multiples of 2^j send to the rank 2^j
+  // before them, which reduces; the broadcast runs the levels back, copying. One message per
+  // host (and pod) at a time across hosts.
+  double t = 0, lat = 0;
+  for (int j = 0; j < static_cast<int>(levels); j++) {
+    const double mask = std::ldexp(1.0, j);
+    const double msgs = n > mask ? std::floor((n - mask - 1) / (2 * mask)) + 1 : 0;
+    const double hop = j < inside ? inLat : j >= levels - podLevels ? podLat : links.inter.latencyUs;
+    const double cr = crowding(msgs, nranks, shape);
+    t += 2 * hop * cr + (j < inside ? us(s, red) + us(s, copy) : 2 * us(s, nic));
+    lat += 2 * hop * cr;
+  }
+  return t + more * lat;
+}
+
+TreeShape cheaperTreeShape(size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links) {
+  TreeShape best = TreeShape::Doubling;
+  double bestUs = predictTreeUs(best, bytes, nranks, shape, links);
+  for (TreeShape t : {TreeShape::Binomial, TreeShape::Flat}) {
+    const double us = predictTreeUs(t, bytes, nranks, shape, links);
+    if (us >= 0 && us < bestUs) {
+      best = t;
+      bestUs = us;
+    }
+  }
+  return best;
+}
+
 double predictAllReduceUs(Algo algo, size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links) {
   const double s = static_cast<double>(bytes), n = nranks;
   const double h = shape.hosts, l = shape.ranksPerHost > 0 ? shape.ranksPerHost : n / h;
@@ -126,11 +219,14 @@ double predictAllReduceUs(Algo algo, size_t bytes, int nranks, const TopoShape& 
   LinkCost in = links.intra;
   const double red = reduceGbps(links, s), copy = copyGbps(links);
   in.gbytesPerSec = 2 / (1 / red + 1 / copy);
+  // The rings' steps: every rank sends a slice in each (fewer below N elements, counted here
+  // as 4-byte ones), queueing for the cores where ranks crowd them (crowding()).
+  const double cr = crowding(std::min(n, std::max(1.0, s / 4)), nranks, shape);
+  in.latencyUs *= cr;
   const bool multiHost = shape.hosts > 1;
   // A step that crosses hosts waits for the slowest level it crosses.
   const double hopUs = !multiHost ? in.latencyUs
-                       : pods > 1 && links.podLatencyUs > 0 ? links.podLatencyUs
-                                                            : links.inter.latencyUs;
+                       : cr * (pods > 1 && links.podLatencyUs > 0 ? links.podLatencyUs : links.inter.latencyUs);
   const double nic = links.inter.gbytesPerSec;
   // What a pod's uplink carries at most: its hosts' NICs divided by the oversubscription.
   const double podUplink = hostsPerPod * shape.nicsPerHost * nic / std::max(1.0, shape.podOversub);
@@ -161,24 +257,8 @@ double predictAllReduceUs(Algo algo, size_t bytes, int nranks, const TopoShape& 
       if (pods > 1) t = std::max(t, us(across, podUplink));
       return intra + pipelinedUs(piecesOf(s / l / h, piece), 2 * h - 1, hopUs, 2 * (h - 1) * hopUs + t);
     }
-    case Algo::Tree: {
-      // Recursive doubling: log2(N) rounds (two more when N is not a power of two), each a
-      // whole-buffer exchange. Ranks placed by host: log2(L) rounds inside the host, the
-      // rest across; there all L ranks of a host send at once through its NICs (and, in the
-      // rounds between pods, through the pod's uplink).
-      const double rounds = std::ceil(std::log2(n)) + ((nranks & (nranks - 1)) ? 2 : 0);
-      const double inside = multiHost ? std::min(rounds, std::floor(std::log2(l))) : rounds;
-      const double podRounds = pods > 1 ? std::ceil(std::log2(pods)) : 0;
-      const double hostRounds = std::max(0.0, rounds - inside - podRounds);
-      double t = inside * (in.latencyUs + us(s, red));
-      const double nicRound = us(l * s, std::min<double>(shape.nicsPerHost, l) * nic);
-      t += hostRounds * (links.inter.latencyUs + nicRound);
-      t += podRounds * (hopUs + std::max(nicRound, us(hostsPerPod * l * s, podUplink)));
-      // Buffers above half a channel run as several recursive doublings, one after another.
-      const double more = piecesOf(s, treePieceBytes(shape)) - 1;
-      t += more * (inside * in.latencyUs + hostRounds * links.inter.latencyUs + podRounds * hopUs);
-      return t;
-    }
+    case Algo::Tree:
+      return predictTreeUs(cheaperTreeShape(bytes, nranks, shape, links), bytes, nranks, shape, links);
     default: return -1;
   }
 }
@@ -199,8 +279,10 @@ Algo cheapestAlgo(OpKind kind, uint8_t allowed, size_t bytes, int nranks, const 
     if (!(allowed & bits[i])) continue;
     const double t = predictUs(kind, candidates[i], bytes, nranks, shape, links);
     if (t < 0) continue;
-    char buf[64];
-    snprintf(buf, sizeof(buf), "%s%s %.0f us", all.empty() ? "" : ", ", algoName(candidates[i]), t);
+    char buf[96];
+    const bool shaped = kind == OpKind::AllReduce && candidates[i] == Algo::Tree;
+    snprintf(buf, sizeof(buf), "%s%s%s%s %.0f us", all.empty() ? "" : ", ", algoName(candidates[i]),
+             shaped ? "/" : "", shaped ? treeShapeName(cheaperTreeShape(bytes, nranks, shape, links)) : "", t);
     all += buf;
     if (bestUs < 0 || t < bestUs) {
       bestUs = t;
@@ -214,9 +296,14 @@ Algo cheapestAlgo(OpKind kind, uint8_t allowed, size_t bytes, int nranks, const 
     const double ring = predictUs(kind, Algo::Ring, bytes, nranks, shape, links);
     if (ring >= 0 && bestUs > 0.95 * ring) best = Algo::Ring;
   }
-  if (why)
+  if (why) {
     *why = "cost model, " + std::to_string(shape.hosts) + " hosts x " +
-           (shape.ranksPerHost > 0 ? std::to_string(shape.ranksPerHost) : std::string("uneven")) + " ranks: " + all;
+           (shape.ranksPerHost > 0 ? std::to_string(shape.ranksPerHost) : std::string("uneven")) + " ranks";
+    if (shape.kernelRanks > shape.kernelCores && shape.kernelCores > 0)
+      *why += ", " + std::to_string(shape.kernelRanks) + " ranks on one kernel's " + std::to_string(shape.kernelCores) +
+              " cores";
+    *why += ": " + all;
+  }
   return best;
 }
 

@@ -24,6 +24,9 @@ struct LinkCosts {
   // pass at intra.gbytesPerSec).
   double cacheBytes = 0;
   double intraCachedGbps = 0;
+  // One rank's CPU time to send or to receive one small message between hosts (0: unknown,
+  // and the Tree's flat shape, whose root handles N-1 of them in turn, is not considered).
+  double messageUs = 0;
 };
 
 // The figures measured on this project's pods (tests/netns), see cost_model.cc.
@@ -38,6 +41,11 @@ double reduceGbps(const LinkCosts& links, double touchedBytes);
 // host; all-gather and reduce-scatter have no Tree).
 double predictUs(OpKind kind, Algo algo, size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links);
 double predictAllReduceUs(Algo algo, size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links);
+// The all-reduce Tree of one shape (predictAllReduceUs(Tree, ...) is the cheapest of them);
+// negative where the model has no figure for it (Flat without LinkCosts::messageUs).
+double predictTreeUs(TreeShape tree, size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links);
+// The cheapest shape of the all-reduce Tree (doubling on a tie: the fewest hops per message).
+TreeShape cheaperTreeShape(size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links);
 // The cheapest of Tree, Ring and HierRing among `allowed` (AlgoBit set) for `kind`;
 // `why` (optional): the shape and every prediction, for NCCL_DEBUG_SUBSYS=TUNING.
 Algo cheapestAlgo(OpKind kind, uint8_t allowed, size_t bytes, int nranks, const TopoShape& shape,

@@ -68,7 +68,7 @@ class Sim {
         a.ringRanks = l.ring.data();
         a.ringPos = l.ringPos.data();
       }
-      ranks_[r].phases = planOverConnections(op_.kind, op_.algo, a, l, op_.treePieceBytes, fakeBuffer(3));
+      ranks_[r].phases = planOverConnections(op_.kind, op_.algo, a, l, op_.treePieceBytes, fakeBuffer(3), op_.treeShape);
       ready_.push({0.0, r});
     }
     while (!ready_.empty()) {
@@ -246,7 +246,7 @@ SimResult simulatePlans(const SimCluster& cluster, const SimOp& op, uint64_t max
   return sim.run(maxSteps);
 }
 
-SimOp simOpFor(OpKind kind, Algo algo, size_t bytes, const topo::RankLayout& layout) {
+SimOp simOpFor(OpKind kind, Algo algo, size_t bytes, const topo::RankLayout& layout, TreeShape tree) {
   SimOp op;
   op.kind = kind;
   op.algo = algo;
@@ -255,6 +255,7 @@ SimOp simOpFor(OpKind kind, Algo algo, size_t bytes, const topo::RankLayout& lay
   const bool allNet = layout.nhosts == static_cast<int>(layout.hostOf.size());
   op.pieceBytes = allNet ? 512 << 10 : 128 << 10;
   op.treePieceBytes = allNet ? 1 << 20 : 512 << 10;
+  op.treeShape = tree;
   return op;
 }
 

@@ -43,6 +43,7 @@ struct SimOp {
   int root = 0;
   size_t pieceBytes = 512 << 10;      // the ring piece (init: 512 KiB when every peer is over the network)
   size_t treePieceBytes = 1 << 20;    // recursive doubling's largest message (half a channel)
+  TreeShape treeShape = TreeShape::Doubling;  // the all-reduce Tree's shape (tuner.h)
 };
 
 struct SimResult {
@@ -61,6 +62,8 @@ SimResult simulatePlans(const SimCluster& cluster, const SimOp& op, uint64_t max
 // The op of `bytes` per rank (the tuner's measure: the call's count x element size, float
 // elements) with the piece sizes init gives a communicator of this layout: 512 KiB ring pieces
 // and 2 MiB channels where every peer is on another host, else 128 KiB and 1 MiB.
-SimOp simOpFor(OpKind kind, Algo algo, size_t bytes, const topo::RankLayout& layout);
+// `tree`: the all-reduce Tree's shape (the tuner's: cheaperTreeShape).
+SimOp simOpFor(OpKind kind, Algo algo, size_t bytes, const topo::RankLayout& layout,
+               TreeShape tree = TreeShape::Doubling);
 
 }  // namespace accl

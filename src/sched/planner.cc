@@ -55,7 +55,9 @@ ncclResult_t addAlgorithm(Lane& lane, CommWork& w, const OpDesc& op, const CollA
   const bool stream = streamsOutput(op, c.nranks);
   // The ShmDirect board is read and written by the CPU: host buffers only.
   const bool hostBoard = c.backend->hostBuffers();
-  const TopoShape shape{c.layout.nhosts, c.layout.ranksPerHost()};
+  TopoShape shape{c.layout.nhosts, c.layout.ranksPerHost()};
+  shape.kernelRanks = c.kernelRanks;
+  shape.kernelCores = c.kernelCores;
   std::string why;
   Algo algo = chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks, hostBoard ? c.board.capacity : 0,
                          hostBoard && c.board.peersReadable, &shape, &why);
@@ -64,7 +66,10 @@ ncclResult_t addAlgorithm(Lane& lane, CommWork& w, const OpDesc& op, const CollA
                          algo != Algo::ShmDirect && algo != Algo::AllPairs;
   const bool readInPlace =
       algo == Algo::ShmDirect && useShmRead(op.kind, bytes, c.nranks, hostBoard && c.board.peersReadable);
-  INFO(kSubsysTuning, "%s: %zu bytes on %d ranks -> %s%s%s%s", opKindName(op.kind), bytes, c.nranks, algoName(algo),
+  const bool shapedTree = op.kind == OpKind::AllReduce && algo == Algo::Tree && !rankOrder;
+  const TreeShape tree = shapedTree ? chooseTreeShape(bytes, c.nranks, &shape) : TreeShape::Doubling;
+  INFO(kSubsysTuning, "%s: %zu bytes on %d ranks -> %s%s%s%s%s%s", opKindName(op.kind), bytes, c.nranks,
+       algoName(algo), shapedTree ? "/" : "", shapedTree ? treeShapeName(tree) : "",
        rankOrder                                                          ? " (rank order)"
        : readInPlace                                                      ? " (inputs read in place)"
        : algo == Algo::ShmDirect && useShmSlices(op.kind, bytes, c.nranks) ? " (in slices)"
@@ -95,7 +100,7 @@ ncclResult_t addAlgorithm(Lane& lane, CommWork& w, const OpDesc& op, const CollA
   }
   // Recursive doubling's whole-buffer messages stay in cache: no streaming stores.
   const bool streamPlan = stream && !(op.kind == OpKind::AllReduce && algo == Algo::Tree);
-  for (auto& phase : planOverConnections(op.kind, algo, a, c.layout, c.ringBytes / 2, scratch))
+  for (auto& phase : planOverConnections(op.kind, algo, a, c.layout, c.ringBytes / 2, scratch, tree))
     lane.add(std::move(phase), streamPlan);
   return ncclSuccess;
 }

@@ -1,4 +1,7 @@
 #include "sched/tuner.h"
+#include <strings.h>
+#include <mutex>
+#include "base/log.h"
 #include "base/param.h"
 #include "sched/cost_model.h"
 
@@ -137,6 +140,29 @@ Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks,
     return cheapestAllReduce(allowed, bytes, nranks, *shape, measuredLinks(), why);
   if (nranks <= 2 && kind != OpKind::AllReduce) return Algo::Tree;  // a chain of two is a flat tree
   return bytes <= treeLimit(nranks, boardBytes > 0, param::treeThreshold()) ? Algo::Tree : Algo::Ring;
+}
+
+const char* treeShapeName(TreeShape s) {
+  switch (s) {
+    case TreeShape::Binomial: return "binomial";
+    case TreeShape::Flat: return "flat";
+    default: return "doubling";
+  }
+}
+
+TreeShape chooseTreeShape(size_t bytes, int nranks, const TopoShape* shape) {
+  const std::string forced = param::treeShape();
+  if (strcasecmp(forced.c_str(), "doubling") == 0) return TreeShape::Doubling;
+  if (strcasecmp(forced.c_str(), "binomial") == 0) return TreeShape::Binomial;
+  if (strcasecmp(forced.c_str(), "flat") == 0) return TreeShape::Flat;
+  if (!forced.empty()) {
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      WARN("ACCL_TREE_SHAPE=\"%s\" is none of doubling, binomial, flat: the cost model picks the shape", forced.c_str());
+    });
+  }
+  if (shape && shape->hosts > 1) return cheaperTreeShape(bytes, nranks, *shape, measuredLinks());
+  return TreeShape::Doubling;
 }
 
 const char* algoName(Algo a) {

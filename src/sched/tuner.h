@@ -14,6 +14,14 @@
 namespace accl {
 
 enum class Algo { Ring, Tree, ShmDirect, AllPairs, HierRing };
+// The all-reduce Tree's shapes (sched/cost_model.h picks one): recursive doubling, log2(N)
+// rounds in which every rank exchanges the whole buffer (N log2(N) messages); a binomial tree,
+// reduce to one rank then broadcast, 2 log2(N) levels but only 2(N-1) messages; or a flat
+// tree, every rank to one root and back, two hops but 2(N-1) messages through the root.
+// Doubling takes the fewest hops per message; the others win where ranks share too few cores
+// for all of them to send at once (several pods on one machine), the flat one while the
+// root's N-1 messages cost less than the levels it saves.
+enum class TreeShape { Doubling, Binomial, Flat };
 // Where the ranks are: hosts, and ranks on each host (0: hosts differ in rank count).
 // accl-sim also describes pods (groups of hosts behind one uplink, oversubscribed by
 // podOversub) and several NICs per host; a communicator at init knows only its hosts.
@@ -23,6 +31,9 @@ struct TopoShape {
   int pods = 1;
   int nicsPerHost = 1;
   double podOversub = 1;
+  // The most ranks on one OS kernel and the cores they share (0: unknown, as many as needed).
+  int kernelRanks = 0;
+  int kernelCores = 0;
 };
 // Picks the algorithm for an op of `bytes` per rank on a communicator of n ranks.
 // `boardBytes`: the slot size of the communicator's shared-memory board (0: none, e.g. ranks
@@ -33,6 +44,10 @@ struct TopoShape {
 Algo chooseAlgo(const AlgoPolicy& policy, OpKind kind, size_t bytes, int nranks, size_t boardBytes = 0,
                 bool boardReads = false, const TopoShape* shape = nullptr, std::string* why = nullptr);
 const char* algoName(Algo a);
+const char* treeShapeName(TreeShape s);
+// The shape an all-reduce Tree of `bytes` per rank runs in: ACCL_TREE_SHAPE when set, else
+// across hosts the cost model's cheaper one (`shape` given), else recursive doubling.
+TreeShape chooseTreeShape(size_t bytes, int nranks, const TopoShape* shape);
 // Largest per-rank input of an all-reduce the tuner gives AllPairs on n ranks without a board
 // (0: never). `overrideBytes` >= 0 (ACCL_ALL_PAIRS_BYTES) replaces the measured table.
 size_t allPairsLimit(int nranks, int64_t overrideBytes);

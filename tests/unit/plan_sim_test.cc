@@ -70,6 +70,27 @@ TEST(PlanSim, HierRingSendsTwoHMinusOneOverHOfTheBufferAndGathersAndScattersHMin
   }
 }
 
+TEST(PlanSim, BinomialTreeSendsOneBufferPerHostAndLevelAndTakesTwiceTheDoublingsLevels) {
+  // 4 hosts x 2 placed round robin: the tree follows the ring, so its first level stays inside
+  // the hosts; three buffers cross hosts going up (host 1 -> 0, 3 -> 2, then 2 -> 0) and
+  // three come back down: 6 S in all.
+  const SimCluster c = cluster(4, 2, true, kLinks);
+  const size_t s = 4096;
+  SimOp op = simOpFor(OpKind::AllReduce, Algo::Tree, s, c.layout, TreeShape::Binomial);
+  const SimResult bin = simulatePlans(c, op);
+  ASSERT_TRUE(bin.ok) << bin.error;
+  uint64_t across = 0;
+  for (uint64_t b : bin.hostSent) across += b;
+  EXPECT_EQ(across, 6 * s);
+  EXPECT_EQ(bin.intraBytes, 2 * 4 * s);  // each host's pair: one reduce, one broadcast
+  // With latency alone (8 B), six levels against doubling's three.
+  const SimCluster lat = cluster(8, 1, false, kLinks);
+  const SimResult b8 = simulatePlans(lat, simOpFor(OpKind::AllReduce, Algo::Tree, 8, lat.layout, TreeShape::Binomial));
+  const SimResult d8 = simulatePlans(lat, simOpFor(OpKind::AllReduce, Algo::Tree, 8, lat.layout));
+  ASSERT_TRUE(b8.ok && d8.ok) << b8.error << d8.error;
+  EXPECT_NEAR(b8.us / d8.us, 2.0, 0.1);
+}
+
 TEST(PlanSim, PodUplinksCarryOneRingEdgeEach) {
   const SimCluster c = cluster(8, 2, true, kLinks, 1, 4);
   const size_t s = size_t{4} << 20;

@@ -69,6 +69,51 @@ TEST(TunerAcrossHosts, AllGatherAndReduceScatterTakeHierRingWhereTheModelFindsIt
   EXPECT_EQ(pickFor(OpKind::AllGather, 4 << 20, 1, 8), Algo::Ring);
 }
 
+TEST(CostModel, RanksCrowdingOneKernelsCoresTakeATreeOfFewerMessages) {
+  // 8 pods x 1 rank on one 2-core machine (the measured pods): recursive doubling's rounds
+  // have all 8 ranks send at once; the flat tree's 14 messages, two hops, beat its 24 there.
+  // 4 pods x 2 ranks: the binomial tree (its levels inside the hosts are cheap). With a core
+  // per rank doubling's 3 rounds beat the binomial tree's 6 levels and the flat root's 14
+  // messages.
+  TopoShape crowded{8, 1};
+  crowded.kernelRanks = 8;
+  crowded.kernelCores = 2;
+  TopoShape crowdedPairs{4, 2};
+  crowdedPairs.kernelRanks = 8;
+  crowdedPairs.kernelCores = 2;
+  const TopoShape roomy{8, 1};
+  const LinkCosts& links = measuredLinks();
+  EXPECT_EQ(cheaperTreeShape(8, 8, crowded, links), TreeShape::Flat);
+  EXPECT_EQ(cheaperTreeShape(8, 8, crowdedPairs, links), TreeShape::Binomial);
+  EXPECT_EQ(cheaperTreeShape(8, 8, roomy, links), TreeShape::Doubling);
+  EXPECT_LT(predictTreeUs(TreeShape::Flat, 8, 8, crowded, links),
+            0.7 * predictTreeUs(TreeShape::Doubling, 8, 8, crowded, links));
+  EXPECT_NEAR(predictTreeUs(TreeShape::Doubling, 8, 8, roomy, links),
+              0.5 * predictTreeUs(TreeShape::Binomial, 8, 8, roomy, links), 1.0);
+  // Eight ranks on eight cores of one kernel are not crowded.
+  TopoShape enough = crowded;
+  enough.kernelCores = 8;
+  EXPECT_EQ(cheaperTreeShape(8, 8, enough, links), TreeShape::Doubling);
+  // The flat root's N-1 messages: never at 1,024 ranks, nor without a figure for them.
+  EXPECT_EQ(cheaperTreeShape(8, 1024, TopoShape{1024, 1}, links), TreeShape::Doubling);
+  LinkCosts noMessageCost = links;
+  noMessageCost.messageUs = 0;
+  EXPECT_LT(predictTreeUs(TreeShape::Flat, 8, 8, crowded, noMessageCost), 0);
+  EXPECT_NE(cheaperTreeShape(8, 8, crowded, noMessageCost), TreeShape::Flat);
+  // The tuner says why, and the ring's 8 B steps (two slices, two messages) are not crowded:
+  // the tree's 8 B is predicted at most 0.6x the ring's.
+  std::string why;
+  EXPECT_EQ(cheapestAllReduce(kAlgoAll, 8, 8, crowded, links, &why), Algo::Tree);
+  EXPECT_NE(why.find("8 ranks on one kernel's 2 cores: Tree/flat"), std::string::npos) << why;
+  EXPECT_LE(predictAllReduceUs(Algo::Tree, 8, 8, crowded, links),
+            0.6 * predictAllReduceUs(Algo::Ring, 8, 8, crowded, links));
+  // Larger buffers give every rank a slice: the ring's steps crowd the cores as well, and
+  // large ones still take the ring.
+  EXPECT_GT(predictAllReduceUs(Algo::Ring, 4096, 8, crowded, links),
+            3 * predictAllReduceUs(Algo::Ring, 8, 8, crowded, links));
+  EXPECT_EQ(cheapestAllReduce(kAlgoAll, size_t{64} << 20, 8, crowded, links), Algo::Ring);
+}
+
 TEST(CostModel, HierarchicalBeatsTheRingOnlyWhereHostsHoldSeveralRanks) {
   // With host copies cheap against the link, 2(H-1)/H x S on each host link beats the ring's
   // 2(N-1)/N x S (4 x 2: 1.5 S against 1.75 S).
