@@ -8,6 +8,7 @@
 # root). VARIANTS (default "base ours") may name NCCL_ALGO settings too, e.g.
 #   PODS=8 PER_POD=1 MIN=8 MAX=8 VARIANTS="ours:Ring ours:Tree" perf/pods_topo_bench.sh build /tmp/base/lib
 #   VARIANTS="ours:Ring ours:HierRing" perf/pods_topo_bench.sh build /tmp/base/lib
+#   VARIANTS="ours:Ring ours:Tree ours:Tree:doubling ours:Tree:binomial" (a third field sets ACCL_TREE_SHAPE)
 # COLL (default all_reduce) names another perf binary: all_gather, reduce_scatter, ...
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -32,7 +33,9 @@ for round in $(seq "$ROUNDS"); do
   for lib in $VARIANTS; do
     envs=()
     [ "${lib%%:*}" = base ] && envs=(LD_LIBRARY_PATH="$BASE")
-    [ "${lib#*:}" != "$lib" ] && envs+=(NCCL_ALGO="${lib#*:}")
+    IFS=: read -r _ algo shape <<<"$lib"
+    [ -n "$algo" ] && envs+=(NCCL_ALGO="$algo")
+    [ -n "$shape" ] && envs+=(ACCL_TREE_SHAPE="$shape")
     dir="$LOGS/$lib.$round"
     run_placed "$PLACEMENT" "$PER_POD" "$dir" 300 "${envs[@]}" NCCL_DEBUG=VERSION -- \
       "$BUILD/perf/${COLL:-all_reduce}_perf" -b "$MIN" -e "$MAX" -f 2 -n "${ITERS:-2}" -w 1 -c 0 ${EXTRA:-}

@@ -2,14 +2,15 @@
 # topo_rings_test.sh <build dir>: rings that follow the hosts. Four pods x two ranks, placed
 # round robin (rank r in pod r % 4) and blocked, pod links (hpn0) shaped to HPN_RATE (2gbit).
 # For each placement: every ring collective (all-reduce, all-gather, reduce-scatter, broadcast,
-# reduce) with data checks from 8 B to 2 MiB, all-reduce with each NCCL_ALGO (Ring, Tree,
-# HierRing), all-gather and reduce-scatter with HierRing; init's log names a ring with one
-# crossing per host; and the bytes each pod sends on hpn0 during 32 MiB all-reduces are within
-# 5% of each algorithm's optimum: the ordered ring's 2(N-1)/N x S (a ring in rank order on
-# round-robin pods sends twice that), HierRing's 2(H-1)/H x S, and HierRing's all-gather and
-# reduce-scatter (H-1)/H of the 32 MiB; and accl-sim, fed the link figures measured on these pods, predicts the
-# measured times within 25% from 1 MiB (Ring 1-16 MiB, HierRing 1-4 MiB: where the tuner runs
-# them). Exit 77 (skipped) where namespaces
+# reduce) with data checks from 8 B to 2 MiB, all-reduce with each NCCL_ALGO (Ring, Tree in
+# each shape, ACCL_TREE_SHAPE=doubling, binomial and flat, HierRing), all-gather and
+# reduce-scatter with HierRing; init's log names a ring with one crossing per host, and the
+# 8 ranks on the pods' one kernel; and the bytes each pod sends on hpn0 during 32 MiB
+# all-reduces are within 5% of each algorithm's optimum: the ordered ring's 2(N-1)/N x S (a
+# ring in rank order on round-robin pods sends twice that), HierRing's 2(H-1)/H x S, and
+# HierRing's all-gather and reduce-scatter (H-1)/H of the 32 MiB; and accl-sim, fed the link
+# figures measured on these pods, predicts the measured times within 25% from 1 MiB (Ring
+# 1-16 MiB, HierRing 1-4 MiB: where the tuner runs them). Exit 77 (skipped) where namespaces
 # cannot be created.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -38,24 +39,28 @@ FAILURES=0
 fail() { echo "FAIL: $*"; FAILURES=$((FAILURES + 1)); }
 
 echo "== every ring collective, 8 B .. 2 MiB, data checked, $PODS pods x $PER_POD ranks =="
-printf '%-11s %-23s %s\n' placement collective:algo result
+printf '%-11s %-26s %s\n' placement collective:algo result
 for placement in roundrobin blocked; do
-  for case in all_reduce:Ring all_reduce:Tree all_reduce:HierRing all_reduce all_gather all_gather:HierRing \
-      reduce_scatter reduce_scatter:HierRing broadcast reduce; do
-    coll=${case%%:*} algo=
-    [ "$coll" != "$case" ] && algo=${case#*:}
+  for case in all_reduce:Ring all_reduce:Tree:doubling all_reduce:Tree:binomial all_reduce:Tree:flat \
+      all_reduce:HierRing all_reduce \
+      all_gather all_gather:HierRing reduce_scatter reduce_scatter:HierRing broadcast reduce; do
+    IFS=: read -r coll algo shape <<<"$case"
     dir="$LOGS/$placement.$case"
-    run_placed $placement $PER_POD "$dir" 60 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT NCCL_ALGO=$algo -- \
+    run_placed $placement $PER_POD "$dir" 60 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING NCCL_ALGO=$algo \
+      ACCL_TREE_SHAPE=$shape -- \
       "$BUILD/perf/${coll}_perf" -b 8 -e 2M -f 8 -n 1 -w 1 -c 1
     result=PASS
     if ! wait_world || ! grep -q "Out of bounds values : 0 OK" "$dir/rank0.log"; then
       result=FAIL
       grep -hE "WARN|wrong|FAILED" "$dir"/rank*.log | head -n 6 | sed 's/^/    /'
-    elif ! grep -q "ring over $PODS host(s), $PODS host crossing(s)" "$dir/rank0.log"; then
+    elif [ -n "$shape" ] && ! grep -q "AllReduce: 8 bytes on $N ranks -> Tree/$shape" "$dir/rank0.log"; then
+      result="FAIL(shape)"
+      grep -h "AllReduce: 8 bytes" "$dir/rank0.log" | head -n 1 | sed 's/^/    /'
+    elif ! grep -q "ring over $PODS host(s), $PODS host crossing(s).*; up to $N rank(s) share one kernel's" "$dir/rank0.log"; then
       result="FAIL(ring)"
       grep -h "ring over" "$dir/rank0.log" | sed 's/^/    /'
     fi
-    printf '%-11s %-23s %s\n' $placement $case "$result"
+    printf '%-11s %-26s %s\n' $placement $case "$result"
     [ "$result" = PASS ] || fail "$placement $case"
   done
   grep -ho "ring over.*" "$LOGS/$placement.all_reduce/rank0.log" | sed "s/^/    $placement: /"
