@@ -10,7 +10,8 @@
 // what it leaves out.
 //   accl-sim --hosts H --ranks-per-host L [--pods P] [--nics-per-host K] [--oversub X]
 //            [--placement blocked|roundrobin] [--intra-lat US] [--intra-bw GBPS]
-//            [--inter-lat US] [--inter-bw GBPS] [--pod-lat US] [-b MIN] [-e MAX] [-f FACTOR]
+//            [--inter-lat US] [--inter-bw GBPS] [--pod-lat US] [--message-us US]
+//            [--kernel-ranks K --kernel-cores C] [-b MIN] [-e MAX] [-f FACTOR]
 //            [--cache-bytes B --intra-cached-bw GBPS] [--algos Ring,Tree,HierRing]
 //            [--colls all_reduce,all_gather,reduce_scatter,broadcast,reduce] [--max-steps N] [--json FILE]
 #include <cstdio>
@@ -47,7 +48,7 @@ size_t parseSize(const char* text) {
   std::fprintf(stderr,
                "accl-sim: %s\nusage: accl-sim --hosts H --ranks-per-host L [--pods P] [--nics-per-host K] "
                "[--oversub X] [--placement blocked|roundrobin] [--intra-lat US] [--intra-bw GBPS] [--inter-lat US] "
-               "[--inter-bw GBPS] [--pod-lat US] [-b MIN] [-e MAX] [-f FACTOR] [--cache-bytes B "
+               "[--inter-bw GBPS] [--pod-lat US] [--message-us US] [--kernel-ranks K --kernel-cores C] [-b MIN] [-e MAX] [-f FACTOR] [--cache-bytes B "
                "--intra-cached-bw GBPS] [--algos Ring,Tree,HierRing] "
                "[--colls all_reduce,all_gather,reduce_scatter,broadcast,reduce] [--max-steps N] [--json FILE]\n",
                why);
@@ -119,6 +120,11 @@ int main(int argc, char** argv) {
     else if (a == "--inter-lat") links.inter.latencyUs = std::atof(value());
     else if (a == "--inter-bw") links.inter.gbytesPerSec = std::atof(value());
     else if (a == "--pod-lat") links.podLatencyUs = std::atof(value());
+    else if (a == "--message-us") links.messageUs = std::atof(value());
+    // Ranks sharing one OS kernel and its cores (netns pods of one machine: all of them): the
+    // model and the tuner's pick charge crowded rounds; the plans' run does not.
+    else if (a == "--kernel-ranks") shape.kernelRanks = std::atoi(value());
+    else if (a == "--kernel-cores") shape.kernelCores = std::atoi(value());
     else if (a == "-b") minBytes = parseSize(value());
     else if (a == "-e") maxBytes = parseSize(value());
     else if (a == "-f") factor = parseSize(value());
@@ -173,10 +179,14 @@ int main(int argc, char** argv) {
               "%s placement\n",
               nranks, shape.pods, hostsPerPod, perHost, shape.nicsPerHost, shape.podOversub, placement.c_str());
   std::printf("# links: intra-host %.1f us %.2f GB/s (%.2f GB/s up to %.0f bytes); inter-host %.1f us %.2f GB/s per "
-              "NIC; between pods %.1f us\n",
+              "NIC; between pods %.1f us; %.1f us a message\n",
               links.intra.latencyUs, links.intra.gbytesPerSec, links.intraCachedGbps, links.cacheBytes,
               links.inter.latencyUs, links.inter.gbytesPerSec,
-              links.podLatencyUs > 0 ? links.podLatencyUs : links.inter.latencyUs);
+              links.podLatencyUs > 0 ? links.podLatencyUs : links.inter.latencyUs, links.messageUs);
+  if (shape.kernelRanks > 0 && shape.kernelCores > 0)
+    std::printf("# cores: up to %d ranks share one kernel's %d cores (the model charges crowded rounds; the plans' run "
+                "has no CPU cost)\n",
+                shape.kernelRanks, shape.kernelCores);
   std::printf("# ring: %d host crossing(s) over %d host(s) (the library's order: %s)\n", layout.hostCrossings(),
               layout.nhosts, layout.describe(16).c_str());
   std::printf("# time: every rank's plan run against the link model (sched/plan_sim.h); model: the tuner's cost "
@@ -208,6 +218,12 @@ int main(int argc, char** argv) {
   };
   // The all-reduce Tree's shape, as the tuner picks it (the model's cheaper one).
   auto treeShapeOf = [&](size_t bytes) { return accl::cheaperTreeShape(bytes, nranks, shape, links); };
+  // "Tree/flat": the all-reduce Tree names its shape.
+  auto algoLabel = [&](OpKind kind, Algo algo, size_t bytes) {
+    std::string label = accl::algoName(algo);
+    if (kind == OpKind::AllReduce && algo == Algo::Tree) label += std::string("/") + accl::treeShapeName(treeShapeOf(bytes));
+    return label;
+  };
   auto row = [&](const Coll& coll, Algo algo, size_t size, const std::string& label) -> Row {
     const size_t bytes = perRank(coll, size);
     Row r{coll.name, label, size, -1, accl::predictUs(coll.kind, algo, bytes, nranks, shape, links), 0, 0, 0, 0, true};
@@ -256,13 +272,13 @@ int main(int argc, char** argv) {
       }
       header(std::string(coll->name) + ", NCCL_ALGO=" + accl::algoName(all[i]));
       for (size_t b = minBytes; b <= maxBytes; b *= factor)
-        modelOnly |= !row(*coll, all[i], b, accl::algoName(all[i])).simulated;
+        modelOnly |= !row(*coll, all[i], b, algoLabel(coll->kind, all[i], perRank(*coll, b))).simulated;
     }
     header(std::string(coll->name) + ", the tuner's choice (and where the plans run here find another faster)");
     for (size_t b = minBytes; b <= maxBytes; b *= factor) {
       const size_t bytes = perRank(*coll, b);
       const Algo a = tunerPick(*coll, bytes);
-      const Row picked = row(*coll, a, b, std::string("auto:") + accl::algoName(a));
+      const Row picked = row(*coll, a, b, "auto:" + algoLabel(coll->kind, a, bytes));
       // The fastest plan among those the tuner could have picked.
       std::string faster;
       for (int i = 0; i < 3; i++) {
