@@ -23,6 +23,7 @@ is listed in KNOWN_DIFFERENCES (each with its reason; docs/pytorch.md lists them
   python dist_suite.py --mode accl --world-size 2 --tests 'all_gather_coalesced'   # one mode
 """
 import argparse
+import atexit
 import json
 import os
 import re
@@ -97,7 +98,11 @@ def run_mode(args):
     mode, ws = args.mode, args.world_size
     os.environ["BACKEND"] = "accl" if mode == "accl" else "gloo"
     os.environ["WORLD_SIZE"] = str(ws)
-    os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="accl-dist-"))  # setUp replaces it
+    if "TEMP_DIR" not in os.environ:  # setUp replaces it; this one only has to exist, then go
+        placeholder, owner = tempfile.mkdtemp(prefix="accl-dist-"), os.getpid()
+        os.environ["TEMP_DIR"] = placeholder
+        # Forked test processes inherit the handler: only this process removes the directory.
+        atexit.register(lambda: os.getpid() == owner and shutil.rmtree(placeholder, ignore_errors=True))
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
     import unittest
