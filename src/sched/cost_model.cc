@@ -197,7 +197,8 @@ double predictTreeUs(TreeShape tree, size_t bytes, int nranks, const TopoShape& 
   return t + more * lat;
 }
 
-TreeShape cheaperTreeShape(size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links) {
+TreeShape cheaperTreeShape(size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links,
+                           double* predictedUs) {
   TreeShape best = TreeShape::Doubling;
   double bestUs = predictTreeUs(best, bytes, nranks, shape, links);
   for (TreeShape t : {TreeShape::Binomial, TreeShape::Flat}) {
@@ -207,6 +208,7 @@ TreeShape cheaperTreeShape(size_t bytes, int nranks, const TopoShape& shape, con
       bestUs = us;
     }
   }
+  if (predictedUs) *predictedUs = bestUs;
   return best;
 }
 
@@ -257,8 +259,11 @@ double predictAllReduceUs(Algo algo, size_t bytes, int nranks, const TopoShape& 
       if (pods > 1) t = std::max(t, us(across, podUplink));
       return intra + pipelinedUs(piecesOf(s / l / h, piece), 2 * h - 1, hopUs, 2 * (h - 1) * hopUs + t);
     }
-    case Algo::Tree:
-      return predictTreeUs(cheaperTreeShape(bytes, nranks, shape, links), bytes, nranks, shape, links);
+    case Algo::Tree: {
+      double us;
+      cheaperTreeShape(bytes, nranks, shape, links, &us);
+      return us;
+    }
     default: return -1;
   }
 }

@@ -45,7 +45,9 @@ double predictAllReduceUs(Algo algo, size_t bytes, int nranks, const TopoShape& 
 // negative where the model has no figure for it (Flat without LinkCosts::messageUs).
 double predictTreeUs(TreeShape tree, size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links);
 // The cheapest shape of the all-reduce Tree (doubling on a tie: the fewest hops per message).
-TreeShape cheaperTreeShape(size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links);
+// `predictedUs` (optional): its predicted time.
+TreeShape cheaperTreeShape(size_t bytes, int nranks, const TopoShape& shape, const LinkCosts& links,
+                           double* predictedUs = nullptr);
 // The cheapest of Tree, Ring and HierRing among `allowed` (AlgoBit set) for `kind`;
 // `why` (optional): the shape and every prediction, for NCCL_DEBUG_SUBSYS=TUNING.
 Algo cheapestAlgo(OpKind kind, uint8_t allowed, size_t bytes, int nranks, const TopoShape& shape,

@@ -9,18 +9,14 @@
 #include "topo/ifaces.h"
 
 namespace accl::topo {
-
-std::string hostIdentity() {
-  std::string override = param::hostId();
-  if (!override.empty()) return override;
-  std::string bootId;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> bootId;
-  struct stat st {};
-  unsigned long long netns = stat("/proc/self/ns/net", &st) == 0 ? st.st_ino : 0;
-  return bootId + ":" + std::to_string(netns);
-}
-
 namespace {
+
+// This boot of the kernel; empty when it cannot be read.
+std::string bootId() {
+  std::string id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> id;
+  return id;
+}
 
 // FNV-1a: stable across processes and builds (std::hash is not guaranteed to be).
 uint64_t fnv1a(const std::string& text) {
@@ -34,12 +30,19 @@ uint64_t fnv1a(const std::string& text) {
 
 }  // namespace
 
+std::string hostIdentity() {
+  std::string override = param::hostId();
+  if (!override.empty()) return override;
+  struct stat st {};
+  unsigned long long netns = stat("/proc/self/ns/net", &st) == 0 ? st.st_ino : 0;
+  return bootId() + ":" + std::to_string(netns);
+}
+
 uint64_t hostHash() { return fnv1a(hostIdentity()); }
 
 uint64_t kernelHash() {
-  std::string bootId;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> bootId;
-  return bootId.empty() ? 0 : fnv1a(bootId);
+  const std::string id = bootId();
+  return id.empty() ? 0 : fnv1a(id);
 }
 
 int usableCores() {
