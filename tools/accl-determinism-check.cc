@@ -9,6 +9,7 @@
 // scripts/determinism-table.sh runs it for default / NCCL_ALGO=Ring / NCCL_ALGO=Tree and prints
 // the markdown table of issue 14.
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

@@ -14,6 +14,7 @@
 //            [--kernel-ranks K --kernel-cores C] [-b MIN] [-e MAX] [-f FACTOR]
 //            [--cache-bytes B --intra-cached-bw GBPS] [--algos Ring,Tree,HierRing]
 //            [--colls all_reduce,all_gather,reduce_scatter,broadcast,reduce] [--max-steps N] [--json FILE]
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

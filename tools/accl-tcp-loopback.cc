@@ -13,6 +13,7 @@
 //     A 2-rank ring all-reduce of S bytes moves S bytes each way per rank, and its busbw is
 //     S / time too (all-gather: busbw = per-rank bytes each way / time), so this is what
 //     busbw compares against.
+#include <cerrno>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>

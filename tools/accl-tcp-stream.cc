@@ -3,12 +3,15 @@
 // receiver prints the rate. Same socket options ACCL's data sockets get (ACCL_SOCKET_BUF_BYTES).
 //   accl-tcp-stream --listen <ip>:<port>               (receiver; exits after one stream)
 //   accl-tcp-stream --send <ip>:<port> [--seconds S] [--streams N]
+#include <algorithm>
+#include <cstdlib>
 #include <sys/socket.h>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 #include "net/socket.h"
 

@@ -2,6 +2,7 @@
 // and its value), then record the op with the group machinery.
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include "api/api.h"
 #include "base/check.h"
 #include "sched/board_fast_path.h"

@@ -3,6 +3,7 @@
 // e.g. NCCL_ALGO at every init). Both go through envGet(), which loads NCCL_CONF_FILE /
 // ~/.nccl.conf and /etc/nccl.conf once ("set only if unset", so the environment wins).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include "base/check.h"

@@ -1,6 +1,8 @@
 #include "sched/board_fast_path.h"
+#include <algorithm>
 #include <sched.h>
 #include <chrono>
+#include <utility>
 #include "base/check.h"
 #include "base/param.h"
 #include "base/trace.h"

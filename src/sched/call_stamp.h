@@ -8,6 +8,7 @@
 // sees as a peer failure.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 #include "sched/op.h"
 #include "transports/call_stamp.h"

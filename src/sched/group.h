@@ -6,6 +6,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <utility>
 #include "sched/op.h"
 
 namespace accl {

@@ -1,4 +1,5 @@
 #include "sched/realign.h"
+#include <cstdio>
 #include <sched.h>
 #include <unistd.h>
 #include <algorithm>

@@ -1,4 +1,5 @@
 // ifname_spec.cc: NCCL_SOCKET_IFNAME grammar, [^][=]item[,item]*, as NCCL parses it.
+#include <utility>
 #include "topo/ifaces.h"
 
 namespace accl::topo {

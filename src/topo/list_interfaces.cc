@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <bit>
 #include <cstring>
+#include <utility>
 #include "topo/ifaces.h"
 
 namespace accl::topo {

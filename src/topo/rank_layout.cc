@@ -1,6 +1,7 @@
 // rank_layout.cc: grouping ranks by pod and host, and the ring order that follows the groups.
 #include "topo/rank_layout.h"
 #include <algorithm>
+#include <cstddef>
 #include <numeric>
 #include <unordered_map>
 

@@ -5,6 +5,7 @@
 // order here visits each pod's hosts together and each host's ranks together, so every host
 // (and every pod) has exactly one ring edge in and one out, whatever the placement.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>

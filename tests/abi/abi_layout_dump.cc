@@ -1,5 +1,6 @@
 // Prints one static_assert per ABI fact, evaluated under ACCL's nccl.h. abi_layout_check.sh
 // compiles that output under NVIDIA's nccl.h: any difference fails the compile, naming the fact.
+#include <cstddef>
 #include <cstdio>
 #include "nccl.h"
 #include "abi_layout_helpers.h"

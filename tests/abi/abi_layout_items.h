@@ -1,6 +1,8 @@
 // Every ABI fact compared between ACCL's nccl.h and NVIDIA's: one ACCL_ITEM(expr) per fact.
 // Deliberately absent: NCCL_MAJOR/MINOR/PATCH/VERSION_CODE and the initializer's `version`
 // (ACCL reports 2.27.7 on purpose).
+// An X-macro list included inside a function (abi_layout_dump.cc includes <cstddef> for offsetof):
+// check_includes: fragment
 #define ACCL_FIELD(T, f) ACCL_ITEM(offsetof(T, f)) ACCL_ITEM(sizeof(T::f))
 #define ACCL_CONFIG_FIELD(f) ACCL_FIELD(ncclConfig_t, f) ACCL_ITEM(ACCL_CONFIG_INIT(f))
 #define ACCL_CONFIG_PTR_FIELD(f) ACCL_FIELD(ncclConfig_t, f) ACCL_ITEM(ACCL_CONFIG_INIT_IS_NULL(f))

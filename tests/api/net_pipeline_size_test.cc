@@ -4,6 +4,7 @@
 // 1 MiB and 128 KiB; NCCL_BUFFSIZE and ACCL_CHUNK_SIZE, when set, win. The INIT line says
 // what was chosen, and an all-reduce over many pieces stays exact.
 // Parameters are read once per process, so every case runs in a fresh child process.
+#include <cstdlib>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -5,6 +5,7 @@
 // has no device is reported clearly, NCCL_NET_PLUGIN=none and a missing library fall back to
 // the internal socket transport.
 #include <gtest/gtest.h>
+#include <tuple>
 #include <unistd.h>
 #include <cstdlib>
 #include <fstream>

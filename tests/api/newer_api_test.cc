@@ -1,5 +1,6 @@
 // NCCL 2.29/2.30 entry points (src/api/newer_api.cc): present so newer binaries load, and
 // refusing clearly, since ACCL reports the 2.27 API.
+#include <cstddef>
 #include <gtest/gtest.h>
 #include <nccl.h>
 #include <cstdint>

@@ -6,7 +6,9 @@
 // error instead of a hang. (A killed peer process: tests/mp/peer_death_log_test.cc.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <thread>

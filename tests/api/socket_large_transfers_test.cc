@@ -3,6 +3,7 @@
 // into its ring. All-gather, broadcast and all-reduce (in place and out of place) and a
 // send/receive ring, at ragged sizes of a few MiB, must equal a reference computed here.
 // Every case runs in a child process, so the environment is read fresh.
+#include <cstdlib>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

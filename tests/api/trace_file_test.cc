@@ -1,4 +1,5 @@
 // ACCL_TRACE_FILE: the last operations of each communicator as Chrome-trace JSON.
+#include <cstdlib>
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <fstream>

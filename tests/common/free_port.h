@@ -9,6 +9,7 @@
 // implicitly, so they are picked at random there, and kept only if they bind.
 #pragma once
 #include <arpa/inet.h>
+#include <cstdint>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>

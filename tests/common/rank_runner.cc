@@ -2,6 +2,7 @@
 #include "common/free_port.h"
 #include "common/rank_runner.h"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 extern char** environ;
 

@@ -1,5 +1,6 @@
 // text_file.h: reading a log or report file a test wrote, and counting what it says.
 #pragma once
+#include <cstddef>
 #include <fstream>
 #include <sstream>
 #include <string>

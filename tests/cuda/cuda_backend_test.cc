@@ -2,6 +2,7 @@
 // and processes), stream ordering without blocking the host, CUDA graph capture and replay,
 // bad input and abort with work in flight. Runs on the fake driver (label fakegpu, CI) and on
 // a real GPU (label gpu); skips with the reason where there is no driver.
+#include <cstdlib>
 #include <gtest/gtest.h>
 #include <algorithm>
 #include <array>

@@ -5,6 +5,7 @@
 // captured all-reduce replayed with new inputs, an all-to-all of sends and receives in one
 // group, and a kernel that waits for a rank that never calls, which gives up after ACCL_TIMEOUT
 // and says so instead of hanging. Runs on the fake driver (label fakegpu).
+#include <cstdlib>
 #include <gtest/gtest.h>
 #include <barrier>
 #include <chrono>

@@ -2,6 +2,7 @@
 // (dlopen libcuda.so.1) so one source runs on the fake driver (tests linked with it, label
 // fakegpu) and on a real GPU (label gpu), and skips with the reason where there is neither.
 #pragma once
+#include <cstddef>
 #include <cuda.h>
 #include <string>
 

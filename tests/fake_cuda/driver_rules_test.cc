@@ -5,6 +5,7 @@
 // Like fake_cuda_test, this program also runs on a REAL driver (docs/fake-cuda.md): there a
 // failure means the fake (or the documentation it follows) is wrong; checks that only the fake
 // can answer (its stderr lines, its queue mapping) are skipped.
+#include <cstdint>
 #include <cuda.h>
 #include <gtest/gtest.h>
 #include <spawn.h>

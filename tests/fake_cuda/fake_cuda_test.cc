@@ -6,6 +6,8 @@
 // LD_LIBRARY_PATH naming the folder of the real libcuda.so.1 (searched before the RUNPATH) and
 // ACCL_TEST_BUILD_DIR holding lib/accl_device_kernels.fatbin. What only the fake can answer
 // (its hooks, its device's figures, its stderr lines, a second device) is then left out.
+#include <algorithm>
+#include <cstdint>
 #include <cuda.h>
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -17,6 +17,7 @@
 //     on an AMD GPU such memory is not a place for flags that kernels poll; fine-grained
 //     hipExtMallocWithFlags allocations are counted too (fakeHipFineGrainedAllocs).
 // HIP's error numbers equal CUDA's for every error the fake returns, so they pass through.
+#include <cstdint>
 #include <cuda.h>
 #include <atomic>
 #include <cstdio>

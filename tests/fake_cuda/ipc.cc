@@ -7,6 +7,7 @@
 // named in the handle too) that importers map: it says whether the exporter has freed the
 // allocation (then an importer's device access faults) and how many processes have it open
 // (the exporter's cuMemFree says so when some still do: undefined behaviour on a GPU).
+#include <cstdio>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>

@@ -7,6 +7,7 @@
 // kernel reads from memory are reached through the fake's address map: a kernel that touches
 // host memory the driver does not know, or makes a misaligned 16-byte access, faults: the
 // stream's sticky error and a stderr line naming the kernel and the address.
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <unordered_set>

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <utility>
 #include "internal.h"
 
 namespace fakecuda {

@@ -8,6 +8,7 @@
 // without CU_STREAM_NON_BLOCKING, per-thread default streams included), and work queued later
 // on a blocking stream waits for the legacy stream's work queued before. CU_STREAM_PER_THREAD
 // is each thread's own blocking stream, not the legacy one.
+#include <utility>
 #include "internal.h"
 
 namespace fakecuda {

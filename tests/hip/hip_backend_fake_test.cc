@@ -5,6 +5,7 @@
 // against the matrix's own host reference (tests/common/collective_matrix.h). The kernels are
 // the emulated host build of kernels/device_kernels.h, looked up by the names the embedded HIP
 // bundle carries; nothing here ran on an AMD GPU.
+#include <cstdlib>
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <atomic>

@@ -3,6 +3,7 @@
 // to what dlsym of the same library gives (or is optional, with a reason), "no device" is
 // reported with the runtime's own error names, and ACCL_BACKEND=hip ends on the host backend
 // with a WARN that says why. Skipped, with the reason, where no libamdhip64 is installed.
+#include <cstdio>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <cstdlib>

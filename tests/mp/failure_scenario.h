@@ -10,6 +10,7 @@
 // NCCL_COMM_ID on a free loopback port. Times are CLOCK_MONOTONIC, which all processes share.
 #pragma once
 #include <arpa/inet.h>
+#include <cstdint>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>

@@ -5,6 +5,7 @@
 // ranks shrink to three (bootstrap point-to-point through those listeners) and all-reduce.
 // The forged connections must be dropped and logged; the shrink must work at once and no
 // rank may be blamed (no "does not fit", no lost peer).
+#include <cstdint>
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>

@@ -1,6 +1,7 @@
 // A rank that stops calling the collective: with ACCL_TIMEOUT the others fail with
 // ncclRemoteError, and the hang summary (gathered from every rank's status server) names the
 // rank that is behind.
+#include <cstdlib>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

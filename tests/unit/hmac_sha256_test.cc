@@ -1,4 +1,5 @@
 // SHA-256 and HMAC-SHA-256 against the published test vectors (FIPS 180-4 examples, RFC 4231).
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <cstdio>
 #include <string>

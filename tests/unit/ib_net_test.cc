@@ -2,6 +2,7 @@
 // two "nodes" (fake hosts, each with its own module) listen, connect and accept through the
 // real TCP QP exchange, then move messages both ways; a peer whose QPs fail, a peer that
 // closed its connections and a peer that dies during setup each end in an error, not a hang.
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <chrono>
 #include <cstdlib>

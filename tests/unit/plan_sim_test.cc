@@ -5,6 +5,7 @@
 // the plans run fastest with the same algorithm.
 #include <gtest/gtest.h>
 #include <cmath>
+#include <tuple>
 #include "sched/coll_plan.h"
 #include "sched/cost_model.h"
 #include "sched/plan_sim.h"

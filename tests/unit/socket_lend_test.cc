@@ -3,12 +3,15 @@
 // copy would have sent, in order, across striped sockets and around ring bytes committed
 // before and after a span; a span can only be extended by the bytes right after it; the ring
 // accepts nothing while a span is out; a peer that goes away mid-span fails the sender.
+#include <algorithm>
+#include <cerrno>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <utility>
 #include <vector>
 #include "net/socket.h"
 #include "transports/doorbell.h"

@@ -2,10 +2,12 @@
 // socket that carries the next byte was closed before it delivered that byte. A helper thread
 // marks the socket closed inside pumpRecv and publishes the bytes it read just before only
 // after pumpRecv returns; in that window the bytes are there, and the stream has not failed.
+#include <cerrno>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <cstring>
+#include <utility>
 #include <vector>
 #include "transports/doorbell.h"
 #include "transports/socket/socket_link.h"

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <cstring>
+#include <utility>
 #include <vector>
 #include "net/socket.h"
 #include "transports/doorbell.h"

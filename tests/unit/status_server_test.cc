@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 #include "comm/comm.h"
 #include "base/log.h"

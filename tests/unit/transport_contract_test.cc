@@ -2,6 +2,7 @@
 // ranks (threads) publish, exchange peer info, choose, set up and connect; then a byte stream
 // larger than the ring goes through in odd-sized pieces in both directions at once and
 // arrives intact and in order, positions agree, and close() makes the other end fail.
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <sys/random.h>
 #include <unistd.h>

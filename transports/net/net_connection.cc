@@ -1,5 +1,6 @@
 // net_connection.cc: slots, the executor's ring calls, and the worker that drives the module.
 #include "transports/net/net_connection.h"
+#include <cstdio>
 #include <sched.h>
 #include <algorithm>
 #include <atomic>

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdarg>
 #include <cstdio>
+#include <utility>
 #include "base/check.h"
 #include "nccl_net.h"
 #include "transports/plugin/plugin_net.h"

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <strings.h>
 #include <mutex>
+#include <utility>
 #include "base/check.h"
 #include "base/param.h"
 #include "transports/plugin/plugin_net.h"

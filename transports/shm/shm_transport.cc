@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <utility>
 #include "base/check.h"
 #include "base/param.h"
 

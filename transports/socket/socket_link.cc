@@ -1,6 +1,7 @@
 // socket_link.cc: shared state of a striped socket connection, and how its failures are told.
 #include "transports/socket/socket_link.h"
 #include <net/if.h>
+#include <new>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>

@@ -1,5 +1,6 @@
 // socket_net.cc: the "Socket" net module (see socket_net.h).
 #include "transports/socket/socket_net.h"
+#include <algorithm>
 #include <fcntl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -7,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <utility>
 #include <vector>
 #include "base/check.h"
 #include "base/param.h"

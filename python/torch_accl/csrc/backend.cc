@@ -3,8 +3,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <algorithm>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StreamGuard.h>
+#include <cstdint>
+#include <exception>
 
 namespace torch_accl {
 namespace {

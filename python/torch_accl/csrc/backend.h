@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include <cstdint>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>

@@ -1,6 +1,8 @@
 // collectives.cc: the c10d ops of the "accl" backend. Each checks its tensors, stages what NCCL
 // cannot use in place, and hands its NCCL calls to launch() (backend.cc), which runs them on the
 // host stream (CPU tensors) or the group's side stream on the tensors' GPU (CUDA tensors).
+#include <algorithm>
+#include <cstdint>
 #include "backend.h"
 
 namespace torch_accl {

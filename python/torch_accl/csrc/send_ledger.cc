@@ -1,6 +1,11 @@
 #include "send_ledger.h"
 
+#include <algorithm>
 #include <c10/util/Exception.h>
+#include <cstdint>
+#include <exception>
+#include <thread>
+#include <utility>
 
 namespace torch_accl {
 

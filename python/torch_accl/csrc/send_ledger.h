@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include <cstdint>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 namespace torch_accl {

@@ -1,6 +1,7 @@
 #include "work.h"
 
 #include <algorithm>
+#include <exception>
 
 #include "streams.h"
 

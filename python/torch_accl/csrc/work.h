@@ -22,6 +22,8 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/Event.h>
+#include <cstdint>
+#include <exception>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "accl.h"

@@ -1,6 +1,7 @@
 #include "device/hip/hip_api.h"
 #include <dlfcn.h>
 #include <mutex>
+#include <utility>
 
 namespace accl::dev::hip {
 namespace {
