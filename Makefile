@@ -2,7 +2,15 @@
 BUILD ?= build
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
-CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# Warnings are errors in the project's own builds (make, make test, CI); a plain `cmake` build
+# leaves them warnings (ACCL_WERROR, CMakeLists.txt). WERROR=OFF turns that off here too.
+WERROR ?= ON
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CCACHE_FLAGS)
+# ccache (scripts/install-deps.sh installs it) keyed on paths relative to the checkout, so a
+# fresh clone (CI) reuses what an earlier build of the same sources compiled.
+CCACHE_FLAGS := $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 # Python virtual environment with torch (scripts/install-torch.sh, tests/torch)
 VENV ?= $(CURDIR)/.venv
 export VENV
@@ -20,11 +28,12 @@ deps-torch:
 	@bash scripts/install-torch.sh
 
 $(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) -DACCL_WERROR=$(WERROR)
 
 configure: $(BUILD)/CMakeCache.txt
 
 build: configure
+	@grep -q '^ACCL_WERROR:BOOL=$(WERROR)$$' $(BUILD)/CMakeCache.txt || cmake $(BUILD) -DACCL_WERROR=$(WERROR) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 	@if grep -q '^ACCL_PERF_MPI:INTERNAL=OFF' $(BUILD)/CMakeCache.txt; then \
 	  echo '*** WARNING: built WITHOUT MPI (libopenmpi-dev not found): mpirun cannot start build/perf/*_perf.'; \
@@ -64,7 +73,7 @@ clean:
 FUZZ_SECONDS ?= 60
 SAN_LABELS ?= unit|api
 SAN_TESTS ?= .
-SAN_CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACCL_SANITIZE=$(1)
+SAN_CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACCL_WERROR=ON -DACCL_SANITIZE=$(1)
 .PHONY: fuzz test-asan test-tsan test-ubsan
 
 fuzz:

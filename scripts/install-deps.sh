@@ -7,6 +7,7 @@ set -euo pipefail
 
 APT_PACKAGES=(
   build-essential cmake pkg-config
+  ccache  # the Makefile's builds reuse objects across clones (CI)
   googletest libgtest-dev libgmock-dev
   iproute2 iputils-ping procps psmisc
   openmpi-bin libopenmpi-dev

@@ -1,16 +1,20 @@
 // hw_topology.cc: reading the machine through hwloc (see hw_topology.h).
 #include "topo/hw_topology.h"
+#include <cstdio>
 #include <strings.h>
-#include <hwloc.h>
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include "base/check.h"
 #include "base/param.h"
+#if ACCL_HAVE_HWLOC
+#include <hwloc.h>
+#endif
 
 namespace accl::topo {
 namespace {
 
+#if ACCL_HAVE_HWLOC
 struct TopologyCloser {
   void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
 };
@@ -77,12 +81,15 @@ PciDevice::Kind kindOf(unsigned classId) {
   return PciDevice::Kind::Other;
 }
 
+#endif  // ACCL_HAVE_HWLOC
+
 const char* kindName(PciDevice::Kind k) {
   return k == PciDevice::Kind::Gpu ? "GPU" : k == PciDevice::Kind::Nic ? "NIC" : "PCI";
 }
 
 }  // namespace
 
+#if ACCL_HAVE_HWLOC
 ncclResult_t loadHwTopology(HwTopology* out, const std::string& xmlFile, const std::string& synthetic) {
   TopologyPtr t;
   HwTopology r;
@@ -137,6 +144,19 @@ ncclResult_t dumpHwTopology(const std::string& path, const std::string& xmlFile,
   INFO(kSubsysGraph, "topology of %s written to %s (hwloc XML)", source.c_str(), path.c_str());
   return ncclSuccess;
 }
+#else
+// Built without hwloc (libhwloc-dev was missing): no topology. Callers already treat a failed
+// load as "unknown" (threads keep their affinity, NICs are chosen without distances).
+ncclResult_t loadHwTopology(HwTopology*, const std::string&, const std::string&) {
+  INFO(kSubsysInit, "topology: this build of ACCL has no hwloc (libhwloc-dev was not found at build time)");
+  return ncclInvalidUsage;
+}
+
+ncclResult_t dumpHwTopology(const std::string& path, const std::string&, const std::string&) {
+  WARN("topology: cannot write NCCL_TOPO_DUMP_FILE=%s: this build of ACCL has no hwloc", path.c_str());
+  return ncclInvalidUsage;
+}
+#endif  // ACCL_HAVE_HWLOC
 
 int pciHops(const PciDevice& a, const PciDevice& b) {
   size_t common = 0;

@@ -22,7 +22,8 @@ DIR=$BASE/$KIND
 mkdir -p "$BASE"
 start=$(date +%s)
 if [ ! -f "$DIR/CMakeCache.txt" ]; then
-  cmake -S "$SRC" -B "$DIR" -DCMAKE_BUILD_TYPE=Debug -DACCL_SANITIZE=$SAN -DCMAKE_CXX_FLAGS="$EXTRA" >"$BASE/$KIND-configure.log" 2>&1 ||
+  launcher=""; command -v ccache >/dev/null && launcher="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache"
+  cmake -S "$SRC" -B "$DIR" $launcher -DCMAKE_BUILD_TYPE=Debug -DACCL_WERROR=ON -DACCL_SANITIZE=$SAN -DCMAKE_CXX_FLAGS="$EXTRA" >"$BASE/$KIND-configure.log" 2>&1 ||
     { cat "$BASE/$KIND-configure.log"; exit 1; }
 fi
 cmake --build "$DIR" -j "${4:-1}" --target leak_cycles_test >"$BASE/$KIND-build.log" 2>&1 ||
