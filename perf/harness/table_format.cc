@@ -2,6 +2,7 @@
 
 #include <cstdarg>
 #include <cstdint>
+#include <cstdio>
 #include <ctime>
 
 namespace accl::perf {

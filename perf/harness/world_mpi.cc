@@ -7,6 +7,7 @@
 #ifdef ACCL_PERF_HAVE_MPI
 #define OMPI_SKIP_MPICXX 1  // the C API only: no C++ bindings library to link
 #define MPICH_SKIP_MPICXX 1
+#include <cstdio>
 #include <mpi.h>
 #endif
 

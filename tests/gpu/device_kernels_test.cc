@@ -2,6 +2,7 @@
 // type and op, reduce/scale/divide on the GPU give bitwise the same bytes as on the CPU (the
 // arithmetic is the same source, kernels/host/element_types.h). Skips, saying why, without a
 // driver, a device or the fatbin.
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <cstdlib>
 #include <cstring>
