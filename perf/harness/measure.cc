@@ -12,6 +12,7 @@
 #include "rank_resources.h"
 #include "job.h"
 #include "sweep.h"
+#include "sweep_budget.h"
 #include "table_format.h"
 
 namespace accl::perf {
@@ -66,8 +67,19 @@ class ThreadRun {
         for (ReduceOp op : ops)
           for (int root : roots) {
             createOps(type, op);
-            warmUp(type, root);
-            for (size_t bytes : sizes) measureRow({type, op, root, bytes});
+            SweepBudget budget(o_.timeBudgetSec);
+            if (!budget.active()) warmUp(type, root);
+            for (size_t bytes : sizes) {
+              if (budget.active()) {
+                if (!budget.allows(bytes)) {
+                  if (job_.printer && thread_ == 0) std::printf("%s\n", budget.stopNote(bytes).c_str());
+                  break;
+                }
+                warmUpAt(type, root, bytes);  // a whole-range warm-up up front could spend the budget alone
+              }
+              const RowResult row = measureRow({type, op, root, bytes});
+              budget.record(bytes, rowSeconds(row));
+            }
             destroyOps();
           }
     }
@@ -234,6 +246,20 @@ class ThreadRun {
     job_.barrier(thread_);
   }
 
+  // --time-budget: warm-up at one size only, just before its row.
+  void warmUpAt(ncclDataType_t type, int root, size_t bytes) {
+    for (int i = 0; i < o_.warmupIters; ++i) issue({type, ReduceOp::kSum, root, bytes}, false, 0);
+    waitAll();
+    job_.barrier(thread_);
+  }
+
+  // What a row cost in collective time, from its combined (so every rank's same) times: its
+  // warm-up, timed and checked calls, out of place and in place.
+  double rowSeconds(const RowResult& row) const {
+    const double calls = o_.warmupIters + static_cast<double>(o_.iters) * o_.aggIters * std::max(1, o_.cudaGraph) + o_.check;
+    return calls * (row.outOfPlace.timeUs + row.inPlace.timeUs) * 1e-6;
+  }
+
   void fillInputs(const Case& k, bool inPlace, uint64_t seed) {
     const Collective& c = job_.collective;
     const size_t e = typeSize(k.type);
@@ -379,7 +405,7 @@ class ThreadRun {
     return p;
   }
 
-  void measureRow(const Case& k) {
+  RowResult measureRow(const Case& k) {
     const Collective& c = job_.collective;
     const Layout l = c.layout(k.bytes, typeSize(k.type), job_.nranks, 0);
     RowResult row;
@@ -405,6 +431,7 @@ class ThreadRun {
       std::fflush(stdout);
       if (job_.json) job_.json->addRow(row);
     }
+    return row;
   }
 
   Job& job_;

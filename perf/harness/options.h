@@ -49,6 +49,9 @@ struct Options {
   int perIterSkip = 0;
   // --host / --device (ACCL extension): where buffers live; auto = device memory when usable.
   BufferRequest buffers = BufferRequest::kAuto;
+  // --time-budget S (ACCL extension): the sweep stops before a size whose row is predicted to
+  // take the run past S seconds of collective time (sweep_budget.h); 0: the whole sweep.
+  double timeBudgetSec = 0;
 };
 
 struct ParseResult {

@@ -20,6 +20,7 @@
 #include "harness/options.h"
 #include "harness/rank_resources.h"
 #include "harness/sweep.h"
+#include "harness/sweep_budget.h"
 #include "harness/table_format.h"
 
 namespace accl::perf {
@@ -106,6 +107,37 @@ TEST(PerfOptions, BadInputIsAnErrorAndAllExpands) {
   const ParseResult unknownType = parse({"-d", "complex"});
   EXPECT_TRUE(unknownType.error.empty());
   EXPECT_EQ(unknownType.options.types, std::vector<ncclDataType_t>{ncclFloat32});
+}
+
+TEST(PerfOptions, TimeBudgetTakesPositiveSecondsAndOneCycle) {
+  EXPECT_EQ(parse({}).options.timeBudgetSec, 0.0);
+  EXPECT_EQ(parse({"--time-budget", "7.5"}).options.timeBudgetSec, 7.5);
+  EXPECT_FALSE(parse({"--time-budget", "0"}).error.empty());
+  EXPECT_FALSE(parse({"--time-budget", "-3"}).error.empty());
+  EXPECT_FALSE(parse({"--time-budget", "soon"}).error.empty());
+  EXPECT_FALSE(parse({"--time-budget", "5", "-N", "0"}).error.empty());
+}
+
+// Rows of 1 s at 1 KiB doubling: the prediction scales with size, so a 10 s budget takes
+// 1, 2, 4 KiB (7 s) and stops before 8 KiB (predicted 8 s more); small rows never predict less
+// than the last row took.
+TEST(SweepBudget, StopsBeforeTheFirstRowPredictedToOverrunAndNamesTheLargestSize) {
+  SweepBudget budget(10);
+  ASSERT_TRUE(budget.active());
+  EXPECT_TRUE(budget.allows(1024));
+  budget.record(1024, 1.0);
+  EXPECT_TRUE(budget.allows(2048));
+  budget.record(2048, 2.0);
+  EXPECT_TRUE(budget.allows(4096));
+  budget.record(4096, 4.0);
+  EXPECT_DOUBLE_EQ(budget.predicted(8192), 8.0);
+  EXPECT_FALSE(budget.allows(8192));
+  EXPECT_DOUBLE_EQ(budget.predicted(8), 4.0);
+  const std::string note = budget.stopNote(8192);
+  EXPECT_NE(note.find("stopped before 8192 bytes"), std::string::npos) << note;
+  EXPECT_NE(note.find("largest size: 4096 bytes"), std::string::npos) << note;
+  EXPECT_TRUE(SweepBudget(0).allows(size_t{1} << 40));
+  EXPECT_FALSE(SweepBudget(0).active());
 }
 
 // -G is kept (graph launches); blocking modes, which would synchronize a stream while it is
