@@ -78,9 +78,41 @@ bool legalOverlap(const Call& c, int rank, size_t esize) {
   }
 }
 
+// Holds comm.callingThread for one call; refuses a second thread while another is inside.
+class CallingThreadClaim {
+ public:
+  explicit CallingThreadClaim(Comm& comm) : comm_(comm) {
+    static thread_local char token;
+    const uintptr_t me = reinterpret_cast<uintptr_t>(&token);
+    uintptr_t owner = 0;
+    if (comm_.callingThread.compare_exchange_strong(owner, me, std::memory_order_acquire)) {
+      held_ = true;
+    } else {
+      otherThread_ = owner != me;  // the same thread again (a callback) is not a second caller
+    }
+  }
+  ~CallingThreadClaim() {
+    if (held_) comm_.callingThread.store(0, std::memory_order_release);
+  }
+  bool otherThread() const { return otherThread_; }
+
+ private:
+  Comm& comm_;
+  bool held_ = false;
+  bool otherThread_ = false;
+};
+
 ncclResult_t record(const Call& c) {
   std::shared_ptr<Comm> comm;
   NCCLCHECK(lookupComm(c.comm, c.fn, &comm));
+  CallingThreadClaim claim(*comm);
+  if (claim.otherThread()) {
+    WARN("%s: comm %p is in a call from another thread right now; NCCL forbids calling one communicator from "
+         "two threads at once (their calls would pair with the wrong calls of the peers): serialize the calls, "
+         "or give each thread its own communicator (ncclCommSplit)",
+         c.fn, static_cast<void*>(c.comm));
+    return ncclInvalidUsage;
+  }
   if (comm->initState.load() == ncclInProgress) {
     WARN("%s: comm %p is still initializing (non-blocking init); poll ncclCommGetAsyncError until it is done",
          c.fn, static_cast<void*>(c.comm));

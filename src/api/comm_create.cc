@@ -1,5 +1,7 @@
 #include "api/comm_create.h"
+#include <unistd.h>
 #include <chrono>
+#include <cstdint>
 #include <thread>
 #include "api/api.h"
 #include "base/check.h"
@@ -9,6 +11,22 @@
 #include "sched/group.h"
 
 namespace accl {
+
+namespace {
+
+// Every rank keeps at least an address, a name and peer bookkeeping for each other rank; below
+// this a communicator of nranks ranks cannot fit in the host's memory at all.
+constexpr int kCommBytesPerRank = 256;
+
+int64_t physicalBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || pageSize <= 0) return INT64_MAX;
+  return static_cast<int64_t>(pages) * pageSize;
+}
+
+}  // namespace
+
+int64_t mostRanksThisHostHolds() { return physicalBytes() / kCommBytesPerRank; }
 
 ncclResult_t createComm(const char* fn, ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
                         const ncclConfig_t* config, const Config* inherit, int cudaDev, bool hostBackend) {
@@ -22,6 +40,12 @@ ncclResult_t createComm(const char* fn, ncclComm_t* out, int nranks, const ncclU
   }
   if (rank < 0 || rank >= nranks) {
     WARN("%s: rank = %d is out of range [0, %d)", fn, rank, nranks);
+    return ncclInvalidArgument;
+  }
+  if (int64_t most = mostRanksThisHostHolds(); nranks > most) {
+    WARN("%s: nranks = %d is more than this host could hold (at most %lld: %d B of communicator state per rank "
+         "in %lld MiB of memory)",
+         fn, nranks, static_cast<long long>(most), kCommBytesPerRank, static_cast<long long>(physicalBytes() >> 20));
     return ncclInvalidArgument;
   }
   Config cfg;

@@ -56,11 +56,15 @@ ncclResult_t connectUntil(Bootstrap::Impl& b, const net::SockAddr& addr, net::So
                           InitClock::time_point deadline, const char* who) {
   if (deadline == InitClock::time_point::max()) return net::connectTo(addr, sock, b.abortFlag);
   std::string why;
+  const auto start = InitClock::now();
   ncclResult_t res = net::connectWithin(addr, sock, std::max(1, msLeft(deadline)), &why, b.abortFlag);
+  // The real time spent: a refused address can end the retries long before the deadline.
+  const double waitedSec = std::chrono::duration<double>(InitClock::now() - start).count();
   if (res != ncclSuccess && res != ncclInternalError)
-    WARN("Bootstrap: rank %d of %d: could not connect to %s at %s within ACCL_INIT_TIMEOUT=%lld s (%s): is that "
-         "address right and reachable from this host (the unique id or NCCL_COMM_ID names it)?",
-         b.rank, b.nranks, who, addr.str().c_str(), static_cast<long long>(param::initTimeoutSec()), why.c_str());
+    WARN("Bootstrap: rank %d of %d: could not connect to %s at %s: gave up after %.1f s (ACCL_INIT_TIMEOUT=%lld s) "
+         "(%s): is that address right and reachable from this host (the unique id or NCCL_COMM_ID names it)?",
+         b.rank, b.nranks, who, addr.str().c_str(), waitedSec, static_cast<long long>(param::initTimeoutSec()),
+         why.c_str());
   return res;
 }
 

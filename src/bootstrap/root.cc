@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <optional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -73,9 +73,7 @@ class RootServer {
         if (answered_ >= maxNranksSeen_) return;
         continue;
       }
-      ranks_[hello.rank] = std::move(arrival.sock);
-      table_[hello.rank] = hello.listenAddr;
-      from_[hello.rank] = arrival.from;
+      joinedRanks_.emplace(hello.rank, Joined{std::move(arrival.sock), hello.listenAddr, arrival.from});
       if (++joined_ == nranks_) {
         sendTable();
         return;
@@ -92,12 +90,7 @@ class RootServer {
       snprintf(why, sizeof(why), "rank %d (%s) gave nranks=%d", hello.rank, from.c_str(), hello.nranks);
       return why;
     }
-    if (nranks_ < 0) {
-      nranks_ = hello.nranks;
-      ranks_.resize(nranks_);
-      table_.resize(nranks_);
-      from_.resize(nranks_);
-    }
+    if (nranks_ < 0) nranks_ = hello.nranks;
     if (hello.nranks != nranks_) {
       snprintf(why, sizeof(why), "nranks mismatch: rank %d (%s) gave nranks=%d, earlier ranks gave nranks=%d",
                hello.rank, from.c_str(), hello.nranks, nranks_);
@@ -107,9 +100,9 @@ class RootServer {
       snprintf(why, sizeof(why), "rank %d (%s) is out of range [0, %d)", hello.rank, from.c_str(), nranks_);
       return why;
     }
-    if (ranks_[hello.rank].has_value()) {
+    if (auto seen = joinedRanks_.find(hello.rank); seen != joinedRanks_.end()) {
       snprintf(why, sizeof(why), "rank %d joined twice (from %s and %s)", hello.rank,
-               from_[hello.rank].c_str(), from.c_str());
+               seen->second.from.c_str(), from.c_str());
       return why;
     }
     return "";
@@ -163,11 +156,9 @@ class RootServer {
     WARN("Bootstrap root: rendezvous failed: %s", problem.c_str());
     error_ = problem;
     reply(offender, offenderRank, ncclInvalidUsage, error_);
-    for (size_t r = 0; r < ranks_.size(); ++r) {
-      if (ranks_[r]) reply(*ranks_[r], static_cast<int>(r), ncclInvalidUsage, error_);
-    }
+    for (const auto& [rank, joined] : joinedRanks_) reply(joined.sock, rank, ncclInvalidUsage, error_);
     answered_ = joined_ + 1;
-    ranks_.clear();
+    joinedRanks_.clear();
   }
 
   void reply(const net::Socket& sock, int rank, ncclResult_t status, const std::string& message) {
@@ -185,10 +176,14 @@ class RootServer {
       fail("getrandom failed for the session key", net::Socket(), -1);
       return;
     }
-    for (int r = 0; r < nranks_; ++r) {
-      std::string desc = "rank " + std::to_string(r) + " (" + from_[r] + ")";
-      if (net::sendAll(*ranks_[r], &ok, sizeof(ok), desc.c_str(), nullptr, kReplyTimeoutMs) != ncclSuccess) continue;
-      (void)net::sendAll(*ranks_[r], table_.data(), table_.size() * sizeof(net::SockAddr), desc.c_str(), nullptr,
+    // Every rank has joined here: only now is a table of nranks entries built.
+    std::vector<net::SockAddr> table;
+    table.reserve(joinedRanks_.size());
+    for (const auto& entry : joinedRanks_) table.push_back(entry.second.addr);
+    for (const auto& [r, joined] : joinedRanks_) {
+      std::string desc = "rank " + std::to_string(r) + " (" + joined.from + ")";
+      if (net::sendAll(joined.sock, &ok, sizeof(ok), desc.c_str(), nullptr, kReplyTimeoutMs) != ncclSuccess) continue;
+      (void)net::sendAll(joined.sock, table.data(), table.size() * sizeof(net::SockAddr), desc.c_str(), nullptr,
                          kReplyTimeoutMs);
     }
     INFO(kSubsysBootstrap, "Bootstrap root: rendezvous of %d ranks complete", nranks_);
@@ -205,9 +200,13 @@ class RootServer {
   int joined_ = 0;
   int answered_ = 0;  // ranks told about error_
   std::string error_;
-  std::vector<std::optional<net::Socket>> ranks_;
-  std::vector<net::SockAddr> table_;
-  std::vector<std::string> from_;
+  // Only the ranks that have joined: memory grows with arrivals, not with the nranks a hello claims.
+  struct Joined {
+    net::Socket sock;
+    net::SockAddr addr;
+    std::string from;
+  };
+  std::map<int, Joined> joinedRanks_;
 };
 
 }  // namespace

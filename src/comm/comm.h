@@ -94,6 +94,9 @@ class Comm {
   std::atomic<int> inFlight{0};
   // Collective calls issued so far: each call's stamp carries its number (sched/call_stamp.h).
   std::atomic<uint32_t> callSeq{0};
+  // The thread inside a collective or point-to-point call of this communicator (0: none). NCCL
+  // forbids two threads calling one communicator at once; a second one is refused (coll_api.cc).
+  std::atomic<uintptr_t> callingThread{0};
   // Notes of a realignment after mismatched calls (sched/realign.h), filled by the status server.
   RealignMailbox realign;
   // [peer]: a later call's stamp this rank read in a call that then failed (sched/realign.h);
