@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <utility>
 
 #include <algorithm>
 #include <c10/core/DeviceGuard.h>
@@ -38,11 +40,14 @@ AcclBackend::AcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
   // CPU tensors: a host-backend communicator even where the library runs CUDA (a GPU machine).
   comm_ = initComm("accl/unique_id", /*host=*/true);
   check(api().ncclHostStreamCreate(&stream_), "ncclHostStreamCreate");
+  p2pComm_ = initComm("accl/unique_id/p2p", /*host=*/true);
+  check(api().ncclHostStreamCreate(&p2pStream_), "ncclHostStreamCreate");
   ledger_ = std::make_unique<SendLedger>(store_, rank, size);
   // CUDA tensors: a communicator on the current device now, while every rank is here (a first
   // send/recv could not create one). Every rank of a job sees the same kind of machine.
   if (cudaDeviceCount() > 0 && libraryHasCuda()) deviceComm(currentCudaDevice(), true, "init_process_group");
-  completer_ = std::thread([this] { completionLoop(); });
+  completer_ = std::thread([this] { completionLoop(false); });
+  p2pCompleter_ = std::thread([this] { completionLoop(true); });
   watchdog_ = std::thread([this] { watchdogLoop(); });
 }
 
@@ -101,15 +106,18 @@ void AcclBackend::shutdown() {
   qcv_.notify_all();
   wdCv_.notify_all();
   if (completer_.joinable()) completer_.join();
+  if (p2pCompleter_.joinable()) p2pCompleter_.join();
   if (watchdog_.joinable()) watchdog_.join();
   const Api& a = api();
   bool bad = aborted_.load() || failed_.load();
-  if (bad) {  // abort first: destroying the host stream waits for what is queued on it
-    a.ncclCommAbort(comm_);
-    a.ncclHostStreamDestroy(stream_);
-  } else {
-    a.ncclHostStreamDestroy(stream_);
-    a.ncclCommDestroy(comm_);
+  for (auto [comm, stream] : {std::pair{comm_, stream_}, std::pair{p2pComm_, p2pStream_}}) {
+    if (bad) {  // abort first: destroying the host stream waits for what is queued on it
+      a.ncclCommAbort(comm);
+      a.ncclHostStreamDestroy(stream);
+    } else {
+      a.ncclHostStreamDestroy(stream);
+      a.ncclCommDestroy(comm);
+    }
   }
   for (auto& [index, dc] : deviceComms_) {
     ncclResult_t ar = ncclSuccess;
@@ -120,12 +128,18 @@ void AcclBackend::shutdown() {
 
 void AcclBackend::abortComm() {
   bool expected = false;
-  if (aborted_.compare_exchange_strong(expected, true)) api().ncclCommAbort(comm_);
+  if (aborted_.compare_exchange_strong(expected, true)) {
+    api().ncclCommAbort(comm_);
+    api().ncclCommAbort(p2pComm_);
+  }
 }
 
 std::string AcclBackend::lastError() const {
-  const char* e = api().ncclGetLastError(comm_);
-  return e && *e ? std::string(e) : std::string();
+  for (ncclComm_t comm : {comm_, p2pComm_}) {
+    const char* e = comm ? api().ncclGetLastError(comm) : nullptr;
+    if (e && *e) return std::string(e);
+  }
+  return std::string();
 }
 
 void AcclBackend::checkDeviceComm(c10::Device device, const std::string& opName) {
@@ -254,7 +268,7 @@ void AcclBackend::launchP2P(const c10::intrusive_ptr<AcclWork>& work, std::funct
   bool cpu = !device || device->is_cpu();
   if (!coalescing_ && !cpu) {  // CUDA: nothing blocks the host, so nothing needs holding back
     flushPendingLocked();
-    return launchLocked(work, body);
+    return launchLocked(work, body, /*p2p=*/true);
   }
   if (!pending_.empty() && deviceOf(*pending_.front().work) != device) flushPendingLocked();
   pending_.push_back(PendingOp{work, std::move(body), anySource});
@@ -317,7 +331,7 @@ c10::intrusive_ptr<AcclWork> AcclBackend::flushPendingLocked(bool raise) {
     };
   }
   try {
-    launchLocked(work, body);
+    launchLocked(work, body, /*p2p=*/true);
   } catch (...) {
     // Whoever flushed (another op, a wait, the watchdog) is not the ops' caller: their Works
     // carry the error, so each op's own wait() raises it.
@@ -351,32 +365,50 @@ c10::intrusive_ptr<c10d::Work> AcclBackend::endCoalescing() {
   return work;
 }
 
+size_t AcclBackend::abortCoalescing(const std::string& why) {
+  std::lock_guard<std::mutex> lk(launchMu_);
+  coalescing_ = false;
+  std::vector<PendingOp> ops;
+  ops.swap(pending_);
+  pendingSince_.store(0);
+  auto err = std::make_exception_ptr(c10::DistBackendError(
+      c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+      c10::str("accl: ", why, " - this op was part of the batch and was never started")));
+  for (auto& op : ops) {
+    op.work->hostEnqueued();
+    op.work->finish(err);
+  }
+  return ops.size();
+}
+
 void AcclBackend::launchLocked(const c10::intrusive_ptr<AcclWork>& work,
-                               const std::function<void(const Target&)>& body) {
+                               const std::function<void(const Target&)>& body, bool p2p) {
   std::optional<c10::Device> device = deviceOf(*work);
-  if (!device || device->is_cpu()) return launchHost(work, body);
+  if (!device || device->is_cpu()) return launchHost(work, body, p2p);
   TORCH_CHECK(device->is_cuda(), "accl: ", work->opName_, ": tensors on ", *device,
               " - the accl backend serves CPU and CUDA tensors");
   launchDevice(work, *device, body);
 }
 
-void AcclBackend::launchHost(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body) {
+void AcclBackend::launchHost(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body,
+                             bool p2p) {
+  cudaStream_t stream = p2p ? p2pStream_ : stream_;
   ncclHostEvent_t ev = nullptr;
   check(api().ncclHostEventCreate(&ev), "ncclHostEventCreate");
   try {
-    body(Target{comm_, stream_});
+    body(Target{p2p ? p2pComm_ : comm_, stream});
   } catch (...) {
     api().ncclHostEventDestroy(ev);
     throw;
   }
-  check(api().ncclHostEventRecord(ev, stream_), "ncclHostEventRecord");
+  check(api().ncclHostEventRecord(ev, stream), "ncclHostEventRecord");
   work->event_ = ev;
   work->hostEnqueued();
   {
     std::lock_guard<std::mutex> qlk(qmu_);
-    queue_.push_back(work);
+    (p2p ? p2pQueue_ : queue_).push_back(work);
   }
-  qcv_.notify_one();
+  qcv_.notify_all();
 }
 
 // Nothing here blocks the host or queries the GPU, so an op also works inside CUDA graph capture.
@@ -395,26 +427,31 @@ void AcclBackend::launchDevice(const c10::intrusive_ptr<AcclWork>& work, c10::De
   work->deviceEnqueued(device, side.recordEvent());
 }
 
-void AcclBackend::completionLoop() {
+void AcclBackend::completionLoop(bool p2p) {
   const Api& a = api();
+  auto& queue = p2p ? p2pQueue_ : queue_;
+  cudaStream_t stream = p2p ? p2pStream_ : stream_;
+  ncclComm_t comm = p2p ? p2pComm_ : comm_;
   for (;;) {
     c10::intrusive_ptr<AcclWork> w;
     {
       std::unique_lock<std::mutex> lk(qmu_);
-      qcv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping and drained
-      w = queue_.front();
-      queue_.pop_front();
+      qcv_.wait(lk, [&] { return stopping_ || !queue.empty(); });
+      if (queue.empty()) return;  // stopping and drained
+      w = queue.front();
+      queue.pop_front();
     }
-    waitingSince_.store(std::chrono::steady_clock::now().time_since_epoch().count());
-    waitingSeq_.store(w->collSeq_);
+    if (!p2p) {  // the watchdog names the peers missing from a collective
+      waitingSince_.store(std::chrono::steady_clock::now().time_since_epoch().count());
+      waitingSeq_.store(w->collSeq_);
+    }
     a.ncclHostEventSynchronize(w->event_);
-    waitingSeq_.store(0);
+    if (!p2p) waitingSeq_.store(0);
     a.ncclHostEventDestroy(w->event_);
     w->event_ = nullptr;
-    ncclResult_t sr = a.ncclHostStreamQuery(stream_);
+    ncclResult_t sr = a.ncclHostStreamQuery(stream);
     ncclResult_t ar = ncclSuccess;
-    a.ncclCommGetAsyncError(comm_, &ar);
+    a.ncclCommGetAsyncError(comm, &ar);
     ncclResult_t r = (sr != ncclSuccess && sr != ncclInProgress) ? sr : (ar != ncclInProgress ? ar : ncclSuccess);
     std::exception_ptr err;
     if (r != ncclSuccess || aborted_.load()) {

@@ -1,6 +1,9 @@
 // backend.h: the torch.distributed backend "accl" (a c10d::Backend) over ACCL's NCCL API.
 //
-// Communicators: one for CPU tensors (created with the group, served by an ACCL host stream),
+// Communicators: two for CPU tensors (created with the group, each served by an ACCL host
+// stream): one for collectives, one for point-to-point ops, so that a send or receive waiting for
+// its peer never holds up a collective behind it (isend then all_reduce on one rank, all_reduce
+// then recv on its peer complete, as on gloo); each has its own completion thread.
 // and one per GPU for CUDA tensors: for the current CUDA device when the group is created (if
 // torch sees a GPU), for another device on its first collective there. Each op checks its
 // tensors in the calling thread, stages what NCCL cannot use in place (non-contiguous tensors,
@@ -60,6 +63,10 @@ class AcclBackend : public c10d::Backend, public WorkOwner {
   bool supportsCoalescing() const TORCH_ACCL_OVERRIDE_SINCE_2_15 { return true; }
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  // A coalescing block that raised (torch's batch_isend_irecv never ends it then; torch_accl's
+  // Python wrapper calls this): leaves coalescing and fails the ops it held, unstarted, with
+  // `why`. Returns how many were dropped. The peers' matching ops fail by their own timeout.
+  size_t abortCoalescing(const std::string& why);
   // gloo's semantics through the group's store: rank 0 waits for every rank (for the first that
   // does not arrive in time, or all of them with waitAllRanks), then releases them.
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
@@ -166,17 +173,23 @@ class AcclBackend : public c10d::Backend, public WorkOwner {
   // it), and is raised here too with `raise`.
   c10::intrusive_ptr<AcclWork> flushPendingLocked(bool raise = false);
   std::optional<c10::Device> deviceOf(const AcclWork& work) const;
-  void launchLocked(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body);
-  void launchHost(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body);
+  // p2p: a send/receive (batch); on CPU tensors it runs on the point-to-point communicator.
+  void launchLocked(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body,
+                    bool p2p = false);
+  void launchHost(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body,
+                  bool p2p);
   void launchDevice(const c10::intrusive_ptr<AcclWork>& work, c10::Device device,
                     const std::function<void(const Target&)>& body);
-  void completionLoop();
+  // One per host stream: completes that stream's Works in order (p2p: the point-to-point one).
+  void completionLoop(bool p2p);
   void watchdogLoop();
 
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Store> store_;
   ncclComm_t comm_ = nullptr;      // CPU tensors
   cudaStream_t stream_ = nullptr;  // its ACCL host stream
+  ncclComm_t p2pComm_ = nullptr;      // CPU tensors, send/recv
+  cudaStream_t p2pStream_ = nullptr;  // its ACCL host stream
   std::map<c10::DeviceIndex, DeviceComm> deviceComms_;
   int deviceCommsCreated_ = 0;  // names each one's unique id in the store
   std::mutex launchMu_;         // one op enqueued at a time, in call order
@@ -193,12 +206,14 @@ class AcclBackend : public c10d::Backend, public WorkOwner {
   std::mutex qmu_;
   std::condition_variable qcv_;   // completion thread: work queued / stopping
   std::condition_variable wdCv_;  // watchdog: stopping
-  std::deque<c10::intrusive_ptr<AcclWork>> queue_;
+  std::deque<c10::intrusive_ptr<AcclWork>> queue_;     // collectives' Works, launch order
+  std::deque<c10::intrusive_ptr<AcclWork>> p2pQueue_;  // point-to-point Works, launch order
   bool stopping_ = false;
   std::string firstError_;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> failed_{false};
   std::thread completer_;
+  std::thread p2pCompleter_;
   std::thread watchdog_;
   uint64_t seq_ = 0;
   uint64_t collSeq_ = 0;
