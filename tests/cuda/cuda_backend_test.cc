@@ -7,6 +7,9 @@
 #include <array>
 #include <barrier>
 #include <unistd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <fstream>
 #include <sstream>
 #include <atomic>
@@ -1580,10 +1583,37 @@ TEST(CudaIpc, ProcessesOnOneDeviceRunCollectivesAsKernelsThroughIpcMailboxes) {
   }
   REQUIRE_DRIVER(d);
   const std::string path = childLogPath("accl_cuda_ipc_mp_");
-  auto r = accl_test::runChildProcesses(2, true, 0, childLogEnv(path), 120);
+  // Two processes on one device and no MPS control socket where the children look: each says
+  // so once at init (issue #41). Then, with a control socket there, neither does.
+  std::vector<std::string> env = childLogEnv(path);
+  env.push_back("CUDA_MPS_PIPE_DIRECTORY=" + path + ".no-mps-here");
+  auto r = accl_test::runChildProcesses(2, true, 0, env, 120);
   EXPECT_TRUE(r.ok) << r.report;
   const std::string log = takeChildLogs(path);
   EXPECT_EQ(2, occurrences(log, "collectives run as kernels on the caller's stream")) << log;
+  EXPECT_EQ(2, occurrences(log, "no MPS server is seen")) << log;
+  EXPECT_EQ(2, occurrences(log, "nvidia-cuda-mps-control -d")) << log;
+
+  const std::string pipeDir = path + ".mps";
+  ASSERT_EQ(0, mkdir(pipeDir.c_str(), 0700)) << pipeDir;
+  const std::string control = pipeDir + "/control";
+  int sock = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(sock, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(control.size(), sizeof addr.sun_path) << control;
+  std::memcpy(addr.sun_path, control.c_str(), control.size() + 1);
+  ASSERT_EQ(0, bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr)) << control;
+  std::vector<std::string> withMps = childLogEnv(path);
+  withMps.push_back("CUDA_MPS_PIPE_DIRECTORY=" + pipeDir);
+  auto r2 = accl_test::runChildProcesses(2, true, 0, withMps, 120);
+  close(sock);
+  unlink(control.c_str());
+  rmdir(pipeDir.c_str());
+  EXPECT_TRUE(r2.ok) << r2.report;
+  const std::string log2 = takeChildLogs(path);
+  EXPECT_EQ(2, occurrences(log2, "collectives run as kernels on the caller's stream")) << log2;
+  EXPECT_EQ(0, occurrences(log2, "no MPS server is seen")) << log2;
 }
 
 // A count mismatch between two rank processes, then matched all-reduces: the ranks realign
