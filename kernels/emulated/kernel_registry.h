@@ -32,6 +32,7 @@ using PreparedLaunch = std::function<ThreadBody()>;
 struct EmulatedKernel {
   std::string name;
   size_t params = 0;
+  size_t argBytes = 0;  // the parameters' sizes summed (what cuLaunchKernel copies)
   // Copies the arguments now, as cuLaunchKernel does.
   std::function<PreparedLaunch(void* const* params)> bind;
 };
@@ -54,7 +55,7 @@ T mapArgument(T v) {
 template <class... A>
 struct KernelRegistration {
   KernelRegistration(const char* name, void (*fn)(A...)) {
-    registerKernel({name, sizeof...(A), [fn](void* const* params) -> PreparedLaunch {
+    registerKernel({name, sizeof...(A), (size_t{0} + ... + sizeof(A)), [fn](void* const* params) -> PreparedLaunch {
                       std::tuple<std::remove_cv_t<A>...> args;
                       size_t i = 0;
                       std::apply([&](auto&... a) { ((std::memcpy(&a, params[i++], sizeof a)), ...); }, args);

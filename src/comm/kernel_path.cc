@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "comm/comm.h"
+#include "comm/mps_probe.h"
 #include "comm/staged_path.h"
 #include "device/deferred_release.h"
 
@@ -35,6 +36,24 @@ struct MailboxRecord {
 // devices: on other hosts, or with NCCL_P2P_DISABLE=1.
 bool hostTransportOnly(const Comm& c, int a, int b) {
   return param::p2pDisable() != 0 || c.peers[a].hostHash != c.peers[b].hostHash;
+}
+
+// Ranks of other processes on this rank's device time-slice it unless an MPS server runs: one
+// INFO line (from the lowest rank of this process there) naming the fix.
+void noteDeviceSharingWithoutMps(const Comm& c, int inProcess) {
+  const PeerInfo& me = c.peers[c.rank];
+  int onDevice = 0, lowestHere = c.rank;
+  for (int r = 0; r < c.nranks; r++) {
+    const PeerInfo& p = c.peers[r];
+    if (p.hostHash != me.hostHash || p.deviceId != me.deviceId) continue;
+    onDevice++;
+    if (p.pid == me.pid && p.pidNs == me.pidNs) lowestHere = std::min(lowestHere, r);
+  }
+  if (onDevice == inProcess || lowestHere != c.rank || mpsControlSocketSeen()) return;
+  INFO(kSubsysInit, "rank %d: %d rank(s) of this communicator in other processes share device %d with this process "
+       "and no MPS server is seen (no control socket in %s): the device time-slices between the processes, slowing "
+       "every collective; start one with `nvidia-cuda-mps-control -d` (docs/gpu.md)",
+       c.rank, onDevice - inProcess, c.cudaDev, mpsPipeDirectory().c_str());
 }
 
 // A device communicator whose ranks do not all drive a device (a process on the host backend,
@@ -362,6 +381,7 @@ ncclResult_t setUpKernelPath(Comm* c) {
   int inProcess = 0;  // ranks of this process on this device
   for (const PeerInfo& p : c->peers) inProcess += p.pid == me.pid && p.pidNs == me.pidNs && p.deviceId == me.deviceId;
   NCCLCHECK(refuseQueueSharing(c, inProcess));
+  noteDeviceSharingWithoutMps(*c, inProcess);
   // More ranks than the collective kernel's arguments and mailboxes hold: staged kernels.
   if (c->nranks > kern::kMailboxRanks) return StagedPath::setUp(c, &c->stagedPath);
   // Every launch of the ranks on this device (of every process) must be resident at once, as

@@ -5,6 +5,7 @@
 #include <vector>
 #include "base/check.h"
 #include "sched/device_collective.h"
+#include "sched/one_rank_copy.h"
 #include "sched/staged_launch.h"
 #include "sched/planner.h"
 #include "sched/stream_claims.h"
@@ -89,6 +90,8 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
     w.ticket = w.comm->issueTicket.fetch_add(1);
     return enqueueResumableWorks(*w.comm->backend, stream, std::move(works));
   }
+  // One-rank collectives on one device stream: a copy each (or nothing), no kernel, no claim.
+  if (oneRankCopiesOnly(ops)) return launchOneRankCopies(ops);
   // Before anything is planned: refuses ranks that would wait for each other on one stream.
   // Refused calls never happened: they give back the call numbers their stamps took, or the
   // rank's next call would carry another number than its peers' (a false mismatch).

@@ -8,6 +8,9 @@
 #include <array>
 #include <barrier>
 #include <unistd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <fstream>
 #include <sstream>
 #include <atomic>
@@ -753,6 +756,95 @@ TEST(CudaBackend, MatrixOnOneRankRunsStraightOnTheUsersStream) {
   }
 }
 
+// Issue #41: one rank has no peer to wait for, so a collective is its input: out of place one
+// device-to-device copy on the caller's stream, in place nothing at all; only ncclPreMulSum's
+// scaling needs a kernel. Checked on the fake's call log (a real driver keeps none: results only).
+TEST(CudaBackend, OneRankCollectiveIsOneCopyOutOfPlaceAndNothingInPlace) {
+  REQUIRE_DRIVER(d);
+  useDevice(0);
+  ncclComm_t comm = nullptr;
+  int dev = 0;
+  ASSERT_EQ(ncclSuccess, ncclCommInitAll(&comm, 1, &dev));
+  CUstream s = nullptr;
+  ASSERT_EQ(CUDA_SUCCESS, d->streamCreate(&s, CU_STREAM_NON_BLOCKING));
+  const size_t count = 1000;
+  std::vector<int32_t> input(count), output(count);
+  for (size_t i = 0; i < count; i++) input[i] = static_cast<int32_t>(i * 7) - 300;
+  CUdeviceptr in = 0, out = 0;
+  ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&in, count * 4));
+  ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&out, count * 4));
+  const bool logged = fakeCudaLogReset != nullptr;
+  void* const inp = reinterpret_cast<void*>(in);
+  void* const outp = reinterpret_cast<void*>(out);
+  const cudaStream_t cs = reinterpret_cast<cudaStream_t>(s);
+  using Call = std::function<ncclResult_t(const void*, void*)>;
+  const std::vector<std::pair<const char*, Call>> calls = {
+      {"all-reduce sum", [&](const void* a, void* b) { return ncclAllReduce(a, b, count, ncclInt32, ncclSum, comm, cs); }},
+      {"all-reduce avg", [&](const void* a, void* b) { return ncclAllReduce(a, b, count, ncclInt32, ncclAvg, comm, cs); }},
+      {"all-reduce max", [&](const void* a, void* b) { return ncclAllReduce(a, b, count, ncclInt32, ncclMax, comm, cs); }},
+      {"broadcast", [&](const void* a, void* b) { return ncclBroadcast(a, b, count, ncclInt32, 0, comm, cs); }},
+      {"reduce", [&](const void* a, void* b) { return ncclReduce(a, b, count, ncclInt32, ncclProd, 0, comm, cs); }},
+      {"all-gather", [&](const void* a, void* b) { return ncclAllGather(a, b, count, ncclInt32, comm, cs); }},
+      {"reduce-scatter", [&](const void* a, void* b) { return ncclReduceScatter(a, b, count, ncclInt32, ncclSum, comm, cs); }},
+      {"all-to-all", [&](const void* a, void* b) { return ncclAlltoAll(a, b, count, ncclInt32, comm, cs); }},
+  };
+  for (const auto& [what, call] : calls) {
+    ASSERT_EQ(CUDA_SUCCESS, d->memcpyHtoD(in, input.data(), count * 4));
+    std::vector<int32_t> zeros(count, 0);
+    ASSERT_EQ(CUDA_SUCCESS, d->memcpyHtoD(out, zeros.data(), count * 4));
+    if (logged) fakeCudaLogReset();
+    ASSERT_EQ(ncclSuccess, call(inp, outp)) << what;
+    if (logged) {
+      EXPECT_EQ(0u, fakeCudaQueued(FAKE_CUDA_QUEUED_LAUNCH)) << what;
+      EXPECT_EQ(0u, fakeCudaQueued(FAKE_CUDA_QUEUED_MEMSET)) << what;
+      EXPECT_EQ(0u, fakeCudaQueued(FAKE_CUDA_QUEUED_EVENT_RECORD)) << what;
+      EXPECT_EQ(0u, fakeCudaQueued(FAKE_CUDA_QUEUED_STREAM_WAIT)) << what;
+      EXPECT_EQ(0u, fakeCudaQueued(FAKE_CUDA_QUEUED_MEMOP)) << what;
+      ASSERT_EQ(1u, fakeCudaQueued(FAKE_CUDA_QUEUED_MEMCPY)) << what;
+      FakeCudaCopy c{};
+      ASSERT_EQ(0, fakeCudaCopyAt(0, &c));
+      EXPECT_EQ(FAKE_CUDA_DEVICE_TO_DEVICE, c.direction) << what;
+      EXPECT_EQ(1, c.async) << what;
+      EXPECT_EQ(count * 4, c.bytes) << what;
+      EXPECT_EQ(0u, fakeCudaDriverCalls("cuEventCreate")) << what;
+      EXPECT_EQ(0u, fakeCudaDriverCalls("cuMemAlloc")) << what;
+    }
+    ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
+    ASSERT_EQ(CUDA_SUCCESS, d->memcpyDtoH(output.data(), out, count * 4));
+    EXPECT_EQ(input, output) << what << " out of place";
+
+    if (logged) fakeCudaLogReset();
+    ASSERT_EQ(ncclSuccess, call(inp, inp)) << what << " in place";
+    if (logged) {
+      for (int k = 0; k < FAKE_CUDA_QUEUED_KINDS; k++) EXPECT_EQ(0u, fakeCudaQueued(k)) << what << " in place, kind " << k;
+    }
+    ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
+    ASSERT_EQ(CUDA_SUCCESS, d->memcpyDtoH(output.data(), in, count * 4));
+    EXPECT_EQ(input, output) << what << " in place";
+  }
+
+  // Scaling is the one thing that needs the kernel: one launch, and exact products.
+  int32_t factor = 3;
+  ncclRedOp_t preMul;
+  ASSERT_EQ(ncclSuccess, ncclRedOpCreatePreMulSum(&preMul, &factor, ncclInt32, ncclScalarHostImmediate, comm));
+  ASSERT_EQ(CUDA_SUCCESS, d->memcpyHtoD(in, input.data(), count * 4));
+  if (logged) fakeCudaLogReset();
+  ASSERT_EQ(ncclSuccess, ncclAllReduce(inp, outp, count, ncclInt32, preMul, comm, cs));
+  if (logged) {
+    EXPECT_EQ(1u, fakeCudaQueued(FAKE_CUDA_QUEUED_LAUNCH));
+    EXPECT_EQ(0u, fakeCudaQueued(FAKE_CUDA_QUEUED_MEMCPY));
+  }
+  ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
+  ASSERT_EQ(CUDA_SUCCESS, d->memcpyDtoH(output.data(), out, count * 4));
+  for (size_t i = 0; i < count; i++) ASSERT_EQ(input[i] * 3, output[i]) << i;
+  EXPECT_EQ(ncclSuccess, ncclRedOpDestroy(preMul, comm));
+
+  EXPECT_EQ(ncclSuccess, ncclCommDestroy(comm));
+  EXPECT_EQ(CUDA_SUCCESS, d->memFree(in));
+  EXPECT_EQ(CUDA_SUCCESS, d->memFree(out));
+  EXPECT_EQ(CUDA_SUCCESS, d->streamDestroy(s));
+}
+
 // A child process's part of the multi-process matrix tests: every case on device buffers.
 void runMatrixInChild(const accl_test::ChildRole& role) {
   CHILD_RANK(role, d, comm);
@@ -1492,10 +1584,37 @@ TEST(CudaIpc, ProcessesOnOneDeviceRunCollectivesAsKernelsThroughIpcMailboxes) {
   }
   REQUIRE_DRIVER(d);
   const std::string path = childLogPath("accl_cuda_ipc_mp_");
-  auto r = accl_test::runChildProcesses(2, true, 0, childLogEnv(path), 120);
+  // Two processes on one device and no MPS control socket where the children look: each says
+  // so once at init (issue #41). Then, with a control socket there, neither does.
+  std::vector<std::string> env = childLogEnv(path);
+  env.push_back("CUDA_MPS_PIPE_DIRECTORY=" + path + ".no-mps-here");
+  auto r = accl_test::runChildProcesses(2, true, 0, env, 120);
   EXPECT_TRUE(r.ok) << r.report;
   const std::string log = takeChildLogs(path);
   EXPECT_EQ(2, occurrences(log, "collectives run as kernels on the caller's stream")) << log;
+  EXPECT_EQ(2, occurrences(log, "no MPS server is seen")) << log;
+  EXPECT_EQ(2, occurrences(log, "nvidia-cuda-mps-control -d")) << log;
+
+  const std::string pipeDir = path + ".mps";
+  ASSERT_EQ(0, mkdir(pipeDir.c_str(), 0700)) << pipeDir;
+  const std::string control = pipeDir + "/control";
+  int sock = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(sock, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(control.size(), sizeof addr.sun_path) << control;
+  std::memcpy(addr.sun_path, control.c_str(), control.size() + 1);
+  ASSERT_EQ(0, bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr)) << control;
+  std::vector<std::string> withMps = childLogEnv(path);
+  withMps.push_back("CUDA_MPS_PIPE_DIRECTORY=" + pipeDir);
+  auto r2 = accl_test::runChildProcesses(2, true, 0, withMps, 120);
+  close(sock);
+  unlink(control.c_str());
+  rmdir(pipeDir.c_str());
+  EXPECT_TRUE(r2.ok) << r2.report;
+  const std::string log2 = takeChildLogs(path);
+  EXPECT_EQ(2, occurrences(log2, "collectives run as kernels on the caller's stream")) << log2;
+  EXPECT_EQ(0, occurrences(log2, "no MPS server is seen")) << log2;
 }
 
 // A count mismatch between two rank processes, then matched all-reduces: the ranks realign

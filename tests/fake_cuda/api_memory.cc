@@ -2,6 +2,7 @@
 // attributes, and copies/sets (asynchronous ones on a stream, synchronous ones waiting on the
 // default stream). Copies reach device memory through its shadow; any host memory may be used.
 #include <cstring>
+#include "fake_cuda_test_api.h"
 #include "internal.h"
 
 using namespace fakecuda;
@@ -12,11 +13,12 @@ bool isDeviceKind(MemKind k) { return k == MemKind::Device || k == MemKind::Impo
 
 // Checks both ends now (a device range overrun is CUDA_ERROR_INVALID_VALUE at the call) and
 // resolves them again when the copy runs (memory freed meanwhile: an illegal address).
-CUresult enqueueCopy(CUstream hStream, uintptr_t dst, uintptr_t src, size_t bytes) {
+CUresult enqueueCopy(CUstream hStream, uintptr_t dst, uintptr_t src, size_t bytes, bool async = true) {
   Stream* s = nullptr;
   if (CUresult r = resolveStream(hStream, &s)) return r;
   if (bytes == 0) return CUDA_SUCCESS;
   if (copyAddress(dst, bytes) == nullptr || copyAddress(src, bytes) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  noteCopy(dst, src, bytes, async);
   FAKE_CUDA_TRACE("stream %p: memcpy %zu bytes 0x%lx -> 0x%lx", static_cast<void*>(s), bytes, src, dst);
   s->enqueue(work([dst, src, bytes] {
     char* d = copyAddress(dst, bytes);
@@ -40,6 +42,7 @@ CUresult enqueueSet(CUstream hStream, uintptr_t dst, T value, size_t count) {
   if (count == 0) return CUDA_SUCCESS;
   const size_t bytes = count * sizeof(T);
   if (dst % sizeof(T) != 0 || kernelAddress(dst, bytes) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  noteQueued(FAKE_CUDA_QUEUED_MEMSET);
   s->enqueue(work([dst, value, count, bytes] {
     char* d = kernelAddress(dst, bytes);
     if (d == nullptr) return CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -63,6 +66,7 @@ uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 }  // namespace
 
 FAKE_CUDA_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  noteCall("cuMemAlloc_v2");
   if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
@@ -77,6 +81,7 @@ FAKE_CUDA_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
 // Like the real cuMemFree: waits for the context's work first (a kernel may still use it),
 // except for stream-ordered memory (cuMemAllocAsync), which it frees at once, as documented.
 FAKE_CUDA_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  noteCall("cuMemFree_v2");
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
   if (CUresult r = refuseIfCaptureForbids("cuMemFree")) return r;
@@ -89,6 +94,7 @@ FAKE_CUDA_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
 }
 
 FAKE_CUDA_API CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+  noteCall("cuMemAllocAsync");
   if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = nullptr;
   if (CUresult r = resolveStream(hStream, &s)) return r;
@@ -105,6 +111,7 @@ FAKE_CUDA_API CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstr
 }
 
 FAKE_CUDA_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  noteCall("cuMemFreeAsync");
   Stream* s = nullptr;
   if (CUresult r = resolveStream(hStream, &s)) return r;
   Range r = findRange(dptr);
@@ -118,6 +125,7 @@ FAKE_CUDA_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
 }
 
 FAKE_CUDA_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
+  noteCall("cuMemGetAddressRange_v2");
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
   Range r = findRange(dptr);
@@ -128,6 +136,7 @@ FAKE_CUDA_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize
 }
 
 FAKE_CUDA_API CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int flags) {
+  noteCall("cuMemHostAlloc");
   if (pp == nullptr || (flags & ~0x7u) != 0) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
@@ -135,15 +144,17 @@ FAKE_CUDA_API CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int f
   return hostAlloc(ctx, bytesize, pp);
 }
 
-FAKE_CUDA_API CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) { return cuMemHostAlloc(pp, bytesize, 0); }
+FAKE_CUDA_API CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) { noteCall("cuMemAllocHost_v2"); return cuMemHostAlloc(pp, bytesize, 0); }
 
 FAKE_CUDA_API CUresult cuMemFreeHost(void* p) {
+  noteCall("cuMemFreeHost");
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (CUresult r = refuseIfCaptureForbids("cuMemFreeHost")) return r;
   return hostFree(p);
 }
 
 FAKE_CUDA_API CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned int flags) {
+  noteCall("cuMemHostRegister_v2");
   if ((flags & ~0xFu) != 0) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
@@ -152,6 +163,7 @@ FAKE_CUDA_API CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned i
 }
 
 FAKE_CUDA_API CUresult cuMemHostUnregister(void* p) {
+  noteCall("cuMemHostUnregister");
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
   if (CUresult r = refuseIfCaptureForbids("cuMemHostUnregister")) return r;
@@ -162,6 +174,7 @@ FAKE_CUDA_API CUresult cuMemHostUnregister(void* p) {
 // device sees mapped host memory at the same address, as the documentation says the real
 // driver then returns. Registered memory that was not mapped (no DEVICEMAP) has none.
 FAKE_CUDA_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned int flags) {
+  noteCall("cuMemHostGetDevicePointer_v2");
   if (pdptr == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
@@ -179,6 +192,7 @@ FAKE_CUDA_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p,
 // Pointers the driver never saw (pageable host memory) are CUDA_ERROR_INVALID_VALUE, as with
 // the real driver. IS_MANAGED is written as one byte (a bool), so int and bool callers both work.
 FAKE_CUDA_API CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  noteCall("cuPointerGetAttribute");
   if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   Range r = findRange(ptr);
@@ -207,43 +221,56 @@ FAKE_CUDA_API CUresult cuPointerGetAttribute(void* data, CUpointer_attribute att
 }
 
 FAKE_CUDA_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream hStream) {
+  noteCall("cuMemcpyAsync");
   return enqueueCopy(hStream, dst, src, bytes);
 }
 FAKE_CUDA_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, CUstream hStream) {
+  noteCall("cuMemcpyHtoDAsync_v2");
   return enqueueCopy(hStream, dst, addr(src), bytes);
 }
 FAKE_CUDA_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, CUstream hStream) {
+  noteCall("cuMemcpyDtoHAsync_v2");
   return enqueueCopy(hStream, addr(dst), src, bytes);
 }
 FAKE_CUDA_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream hStream) {
+  noteCall("cuMemcpyDtoDAsync_v2");
   return enqueueCopy(hStream, dst, src, bytes);
 }
 FAKE_CUDA_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
-  return waitDefault(enqueueCopy(nullptr, dst, src, bytes));
+  noteCall("cuMemcpy");
+  return waitDefault(enqueueCopy(nullptr, dst, src, bytes, false));
 }
 FAKE_CUDA_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
-  return waitDefault(enqueueCopy(nullptr, dst, addr(src), bytes));
+  noteCall("cuMemcpyHtoD_v2");
+  return waitDefault(enqueueCopy(nullptr, dst, addr(src), bytes, false));
 }
 FAKE_CUDA_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
-  return waitDefault(enqueueCopy(nullptr, addr(dst), src, bytes));
+  noteCall("cuMemcpyDtoH_v2");
+  return waitDefault(enqueueCopy(nullptr, addr(dst), src, bytes, false));
 }
 FAKE_CUDA_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
-  return waitDefault(enqueueCopy(nullptr, dst, src, bytes));
+  noteCall("cuMemcpyDtoD_v2");
+  return waitDefault(enqueueCopy(nullptr, dst, src, bytes, false));
 }
 FAKE_CUDA_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream hStream) {
+  noteCall("cuMemsetD8Async");
   return enqueueSet(hStream, dst, uc, n);
 }
 FAKE_CUDA_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n) {
+  noteCall("cuMemsetD8_v2");
   return waitDefault(enqueueSet(nullptr, dst, uc, n));
 }
 FAKE_CUDA_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUstream hStream) {
+  noteCall("cuMemsetD32Async");
   return enqueueSet(hStream, dst, ui, n);
 }
 FAKE_CUDA_API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int ui, size_t n) {
+  noteCall("cuMemsetD32_v2");
   return waitDefault(enqueueSet(nullptr, dst, ui, n));
 }
 
 FAKE_CUDA_API CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
+  noteCall("cuMemGetInfo_v2");
   if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;

@@ -3,11 +3,13 @@
 #include <sched.h>
 #include <time.h>
 #include <type_traits>
+#include "fake_cuda_test_api.h"
 #include "internal.h"
 
 using namespace fakecuda;
 
 FAKE_CUDA_API CUresult cuStreamCreate(CUstream* phStream, unsigned int flags) {
+  noteCall("cuStreamCreate");
   if (phStream == nullptr || (flags & ~unsigned{CU_STREAM_NON_BLOCKING}) != 0) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
@@ -18,24 +20,28 @@ FAKE_CUDA_API CUresult cuStreamCreate(CUstream* phStream, unsigned int flags) {
 }
 
 FAKE_CUDA_API CUresult cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int) {
+  noteCall("cuStreamCreateWithPriority");
   return cuStreamCreate(phStream, flags);
 }
 
-FAKE_CUDA_API CUresult cuStreamDestroy_v2(CUstream hStream) { return destroyStream(hStream); }
+FAKE_CUDA_API CUresult cuStreamDestroy_v2(CUstream hStream) { noteCall("cuStreamDestroy_v2"); return destroyStream(hStream); }
 
 FAKE_CUDA_API CUresult cuStreamSynchronize(CUstream hStream) {
+  noteCall("cuStreamSynchronize");
   Stream* s = nullptr;
   if (CUresult r = resolveStream(hStream, &s)) return r;
   return s->synchronize();
 }
 
 FAKE_CUDA_API CUresult cuStreamQuery(CUstream hStream) {
+  noteCall("cuStreamQuery");
   Stream* s = nullptr;
   if (CUresult r = resolveStream(hStream, &s)) return r;
   return s->query();
 }
 
 FAKE_CUDA_API CUresult cuStreamGetCtx(CUstream hStream, CUcontext* pctx) {
+  noteCall("cuStreamGetCtx");
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = nullptr;
   if (CUresult r = resolveStream(hStream, &s)) return r;
@@ -46,6 +52,7 @@ FAKE_CUDA_API CUresult cuStreamGetCtx(CUstream hStream, CUcontext* pctx) {
 }
 
 FAKE_CUDA_API CUresult cuStreamGetFlags(CUstream hStream, unsigned int* flags) {
+  noteCall("cuStreamGetFlags");
   if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = nullptr;
   if (CUresult r = resolveStream(hStream, &s)) return r;
@@ -54,6 +61,7 @@ FAKE_CUDA_API CUresult cuStreamGetFlags(CUstream hStream, unsigned int* flags) {
 }
 
 FAKE_CUDA_API CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData) {
+  noteCall("cuLaunchHostFunc");
   if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = nullptr;
   if (CUresult r = resolveStream(hStream, &s)) return r;
@@ -102,6 +110,7 @@ CUresult writeValue(const char* what, CUstream hStream, CUdeviceptr addr, T valu
   if (CUresult r = resolveStream(hStream, &s)) return r;
   if ((flags & ~unsigned{CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER}) != 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = checkMemopAddress(what, addr, sizeof(T))) return r;
+  noteQueued(FAKE_CUDA_QUEUED_MEMOP);
   FAKE_CUDA_TRACE("stream %p: %s 0x%llx = %llu", static_cast<void*>(s), what, addr, static_cast<unsigned long long>(value));
   s->enqueue(work([what, addr, value] {
     T* word = memopWord<T>(what, addr);
@@ -120,6 +129,7 @@ CUresult waitValue(const char* what, CUstream hStream, CUdeviceptr addr, T value
   const unsigned kind = flags & 0x3;
   if ((flags & ~(0x3u | CU_STREAM_WAIT_VALUE_FLUSH)) != 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = checkMemopAddress(what, addr, sizeof(T))) return r;
+  noteQueued(FAKE_CUDA_QUEUED_MEMOP);
   FAKE_CUDA_TRACE("stream %p: %s 0x%llx %s %llu", static_cast<void*>(s), what, addr,
                   kind == CU_STREAM_WAIT_VALUE_EQ ? "==" : kind == CU_STREAM_WAIT_VALUE_GEQ ? ">=" : "&|",
                   static_cast<unsigned long long>(value));
@@ -144,14 +154,18 @@ CUresult waitValue(const char* what, CUstream hStream, CUdeviceptr addr, T value
 }  // namespace
 
 FAKE_CUDA_API CUresult cuStreamWriteValue64_v2(CUstream hStream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
+  noteCall("cuStreamWriteValue64_v2");
   return writeValue<uint64_t>("cuStreamWriteValue64", hStream, addr, value, flags);
 }
 FAKE_CUDA_API CUresult cuStreamWaitValue64_v2(CUstream hStream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
+  noteCall("cuStreamWaitValue64_v2");
   return waitValue<uint64_t>("cuStreamWaitValue64", hStream, addr, value, flags);
 }
 FAKE_CUDA_API CUresult cuStreamWriteValue32_v2(CUstream hStream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  noteCall("cuStreamWriteValue32_v2");
   return writeValue<uint32_t>("cuStreamWriteValue32", hStream, addr, value, flags);
 }
 FAKE_CUDA_API CUresult cuStreamWaitValue32_v2(CUstream hStream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  noteCall("cuStreamWaitValue32_v2");
   return waitValue<uint32_t>("cuStreamWaitValue32", hStream, addr, value, flags);
 }

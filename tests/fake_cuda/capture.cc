@@ -116,6 +116,7 @@ void captureWait(Stream* s, const std::shared_ptr<Graph>& graph, int id) {
 using namespace fakecuda;
 
 FAKE_CUDA_API CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
+  noteCall("cuStreamBeginCapture_v2");
   Stream* s = nullptr;
   if (CUresult r = resolveStream(hStream, &s)) return r;
   if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
@@ -136,6 +137,7 @@ FAKE_CUDA_API CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCapture
 
 // Must be called on the stream that began the capture; every joined stream leaves it too.
 FAKE_CUDA_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
+  noteCall("cuStreamEndCapture");
   if (phGraph == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = nullptr;
   if (CUresult r = resolveStream(hStream, &s)) return r;
@@ -171,6 +173,7 @@ FAKE_CUDA_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
 }
 
 FAKE_CUDA_API CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
+  noteCall("cuStreamIsCapturing");
   if (captureStatus == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = nullptr;
   if (CUresult r = resolveStream(hStream, &s)) return r;
@@ -179,12 +182,14 @@ FAKE_CUDA_API CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStat
 }
 
 FAKE_CUDA_API CUresult cuGraphDestroy(CUgraph hGraph) {
+  noteCall("cuGraphDestroy");
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   std::lock_guard<std::mutex> g(store().mu);
   return store().graphs.erase(reinterpret_cast<Graph*>(hGraph)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 FAKE_CUDA_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph, unsigned long long flags) {
+  noteCall("cuGraphInstantiateWithFlags");
   (void)flags;
   if (phGraphExec == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
@@ -202,6 +207,7 @@ FAKE_CUDA_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUg
 }
 
 FAKE_CUDA_API CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+  noteCall("cuGraphLaunch");
   Stream* s = nullptr;
   if (CUresult r = resolveStream(hStream, &s)) return r;
   if (!execs().contains(hGraphExec)) return CUDA_ERROR_INVALID_VALUE;
@@ -242,6 +248,7 @@ FAKE_CUDA_API CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
 }
 
 FAKE_CUDA_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
+  noteCall("cuGraphExecDestroy");
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   auto* exec = reinterpret_cast<GraphExec*>(hGraphExec);
   if (!execs().remove(exec)) return CUDA_ERROR_INVALID_VALUE;

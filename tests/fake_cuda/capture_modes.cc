@@ -84,6 +84,7 @@ CUresult refuseIfCaptureForbids(const char* call) {
 using namespace fakecuda;
 
 FAKE_CUDA_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  noteCall("cuThreadExchangeStreamCaptureMode");
   if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&

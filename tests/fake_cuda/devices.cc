@@ -105,6 +105,7 @@ CUresult currentContext(Context** out) {
 using namespace fakecuda;
 
 FAKE_CUDA_API CUresult cuInit(unsigned int flags) {
+  noteCall("cuInit");
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (gForkedAfterInit) {
     report("cuInit in a process forked after its parent initialized CUDA: not supported (as with the real driver)");
@@ -118,12 +119,14 @@ FAKE_CUDA_API CUresult cuInit(unsigned int flags) {
 }
 
 FAKE_CUDA_API CUresult cuDriverGetVersion(int* version) {
+  noteCall("cuDriverGetVersion");
   if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *version = CUDA_VERSION;
   return CUDA_SUCCESS;
 }
 
 FAKE_CUDA_API CUresult cuDeviceGetCount(int* count) {
+  noteCall("cuDeviceGetCount");
   if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   *count = deviceCount();
@@ -131,6 +134,7 @@ FAKE_CUDA_API CUresult cuDeviceGetCount(int* count) {
 }
 
 FAKE_CUDA_API CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  noteCall("cuDeviceGet");
   if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = checkDevice(ordinal)) return r;
   *device = ordinal;
@@ -138,6 +142,7 @@ FAKE_CUDA_API CUresult cuDeviceGet(CUdevice* device, int ordinal) {
 }
 
 FAKE_CUDA_API CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attrib, CUdevice dev) {
+  noteCall("cuDeviceGetAttribute");
   if (value == nullptr || attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = checkDevice(dev)) return r;
   *value = attrib == CU_DEVICE_ATTRIBUTE_PCI_BUS_ID ? dev : attribute(attrib);
@@ -145,6 +150,7 @@ FAKE_CUDA_API CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attri
 }
 
 FAKE_CUDA_API CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
+  noteCall("cuDeviceGetName");
   if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = checkDevice(dev)) return r;
   snprintf(name, static_cast<size_t>(len), "ACCL fake CUDA device %d", dev);
@@ -153,6 +159,7 @@ FAKE_CUDA_API CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
 
 // "0000:<bus>:00.0" with the bus number = the ordinal: distinct per device, stable across runs.
 FAKE_CUDA_API CUresult cuDeviceGetPCIBusId(char* busId, int len, CUdevice dev) {
+  noteCall("cuDeviceGetPCIBusId");
   if (busId == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = checkDevice(dev)) return r;
   snprintf(busId, static_cast<size_t>(len), "0000:%02x:00.0", dev);
@@ -169,11 +176,12 @@ static CUresult deviceUuid(CUuuid* uuid, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
-FAKE_CUDA_API CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) { return deviceUuid(uuid, dev); }
+FAKE_CUDA_API CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) { noteCall("cuDeviceGetUuid_v2"); return deviceUuid(uuid, dev); }
 #undef cuDeviceGetUuid
-FAKE_CUDA_API CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) { return deviceUuid(uuid, dev); }
+FAKE_CUDA_API CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) { noteCall("cuDeviceGetUuid"); return deviceUuid(uuid, dev); }
 
 FAKE_CUDA_API CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  noteCall("cuDevicePrimaryCtxRetain");
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = checkDevice(dev)) return r;
   std::lock_guard<std::mutex> g(table().mu);
@@ -185,6 +193,7 @@ FAKE_CUDA_API CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
 
 // The context (and its memory) outlives its last release here: tests may release early.
 FAKE_CUDA_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  noteCall("cuDevicePrimaryCtxRelease_v2");
   if (CUresult r = checkDevice(dev)) return r;
   std::lock_guard<std::mutex> g(table().mu);
   Context* c = primaryContext(dev);
@@ -194,6 +203,7 @@ FAKE_CUDA_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
 }
 
 FAKE_CUDA_API CUresult cuCtxSetCurrent(CUcontext ctx) {
+  noteCall("cuCtxSetCurrent");
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (ctx != nullptr && !isContext(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   tCurrent = asContext(ctx);
@@ -201,6 +211,7 @@ FAKE_CUDA_API CUresult cuCtxSetCurrent(CUcontext ctx) {
 }
 
 FAKE_CUDA_API CUresult cuCtxGetCurrent(CUcontext* pctx) {
+  noteCall("cuCtxGetCurrent");
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   *pctx = asHandle(tCurrent);
@@ -208,6 +219,7 @@ FAKE_CUDA_API CUresult cuCtxGetCurrent(CUcontext* pctx) {
 }
 
 FAKE_CUDA_API CUresult cuCtxGetDevice(CUdevice* device) {
+  noteCall("cuCtxGetDevice");
   if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Context* c = nullptr;
   if (CUresult r = currentContext(&c)) return r;
@@ -216,12 +228,14 @@ FAKE_CUDA_API CUresult cuCtxGetDevice(CUdevice* device) {
 }
 
 FAKE_CUDA_API CUresult cuCtxSynchronize() {
+  noteCall("cuCtxSynchronize");
   Context* c = nullptr;
   if (CUresult r = currentContext(&c)) return r;
   return synchronizeContext(c);
 }
 
 FAKE_CUDA_API CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+  noteCall("cuCtxPushCurrent_v2");
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (!isContext(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   tBelow.push_back(tCurrent);
@@ -230,6 +244,7 @@ FAKE_CUDA_API CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
 }
 
 FAKE_CUDA_API CUresult cuCtxPopCurrent_v2(CUcontext* pctx) {
+  noteCall("cuCtxPopCurrent_v2");
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (tCurrent == nullptr && tBelow.empty()) return CUDA_ERROR_INVALID_CONTEXT;
   if (pctx) *pctx = asHandle(tCurrent);
@@ -239,6 +254,7 @@ FAKE_CUDA_API CUresult cuCtxPopCurrent_v2(CUcontext* pctx) {
 }
 
 FAKE_CUDA_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
+  noteCall("cuDevicePrimaryCtxGetState");
   if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = checkDevice(dev)) return r;
   std::lock_guard<std::mutex> g(table().mu);
@@ -248,6 +264,7 @@ FAKE_CUDA_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* fl
 }
 
 FAKE_CUDA_API CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  noteCall("cuDeviceTotalMem_v2");
   if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = checkDevice(dev)) return r;
   *bytes = deviceMemoryBytes();
@@ -275,6 +292,7 @@ static bool isolated(CUdevice dev) {
 // Every device of the fake reaches every other's memory (one host), except the isolated ones;
 // a device is not its own peer.
 FAKE_CUDA_API CUresult cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDev) {
+  noteCall("cuDeviceCanAccessPeer");
   if (canAccessPeer == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = checkDevice(dev)) return r;
   if (CUresult r = checkDevice(peerDev)) return r;
@@ -284,6 +302,7 @@ FAKE_CUDA_API CUresult cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, C
 
 // Recorded, not enforced: kernels reach peer memory whether or not access was enabled.
 FAKE_CUDA_API CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int flags) {
+  noteCall("cuCtxEnablePeerAccess");
   Context* c = nullptr;
   if (CUresult r = currentContext(&c)) return r;
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
@@ -299,6 +318,7 @@ FAKE_CUDA_API CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int
 }
 
 FAKE_CUDA_API CUresult cuCtxDisablePeerAccess(CUcontext peerContext) {
+  noteCall("cuCtxDisablePeerAccess");
   Context* c = nullptr;
   if (CUresult r = currentContext(&c)) return r;
   if (!isContext(peerContext)) return CUDA_ERROR_INVALID_CONTEXT;

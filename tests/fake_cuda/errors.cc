@@ -94,12 +94,14 @@ using namespace fakecuda;
 
 // Unknown codes: CUDA_ERROR_INVALID_VALUE and *pStr = NULL, as the real driver does.
 FAKE_CUDA_API CUresult cuGetErrorName(CUresult error, const char** pStr) {
+  noteCall("cuGetErrorName");
   if (pStr == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *pStr = errorName(error);
   return *pStr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 FAKE_CUDA_API CUresult cuGetErrorString(CUresult error, const char** pStr) {
+  noteCall("cuGetErrorString");
   if (pStr == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *pStr = errorString(error);
   return *pStr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;

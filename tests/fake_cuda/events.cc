@@ -1,6 +1,7 @@
 // events.cc: a Marker is one record of an event (done when its stream gets there); the event
 // API keeps the latest marker, so cuStreamWaitEvent waits for the record current at the call.
 #include <chrono>
+#include "fake_cuda_test_api.h"
 #include "internal.h"
 
 namespace fakecuda {
@@ -52,6 +53,7 @@ CUresult resolveEvent(CUevent h, Event** out) {
 using namespace fakecuda;
 
 FAKE_CUDA_API CUresult cuEventCreate(CUevent* phEvent, unsigned int flags) {
+  noteCall("cuEventCreate");
   if (phEvent == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
@@ -65,6 +67,7 @@ FAKE_CUDA_API CUresult cuEventCreate(CUevent* phEvent, unsigned int flags) {
 
 // Pending records still complete: the markers belong to the streams' operations.
 FAKE_CUDA_API CUresult cuEventDestroy_v2(CUevent h) {
+  noteCall("cuEventDestroy_v2");
   Event* e = nullptr;
   if (CUresult r = resolveEvent(h, &e)) return r;
   if (!events().remove(e)) return CUDA_ERROR_INVALID_HANDLE;
@@ -73,10 +76,12 @@ FAKE_CUDA_API CUresult cuEventDestroy_v2(CUevent h) {
 }
 
 FAKE_CUDA_API CUresult cuEventRecord(CUevent h, CUstream hStream) {
+  noteCall("cuEventRecord");
   Event* e = nullptr;
   Stream* s = nullptr;
   if (CUresult r = resolveEvent(h, &e)) return r;
   if (CUresult r = resolveStream(hStream, &s)) return r;
+  noteQueued(FAKE_CUDA_QUEUED_EVENT_RECORD);
   auto marker = std::make_shared<Marker>();
   std::shared_ptr<Graph> graph = s->captureGraph();
   const int id = graph ? captureRecord(s, graph, marker) : 0;
@@ -97,6 +102,7 @@ FAKE_CUDA_API CUresult cuEventRecord(CUevent h, CUstream hStream) {
 }
 
 FAKE_CUDA_API CUresult cuEventQuery(CUevent h) {
+  noteCall("cuEventQuery");
   Event* e = nullptr;
   if (CUresult r = resolveEvent(h, &e)) return r;
   std::shared_ptr<Marker> m;
@@ -111,6 +117,7 @@ FAKE_CUDA_API CUresult cuEventQuery(CUevent h) {
 }
 
 FAKE_CUDA_API CUresult cuEventSynchronize(CUevent h) {
+  noteCall("cuEventSynchronize");
   Event* e = nullptr;
   if (CUresult r = resolveEvent(h, &e)) return r;
   std::shared_ptr<Marker> m;
@@ -124,6 +131,7 @@ FAKE_CUDA_API CUresult cuEventSynchronize(CUevent h) {
 
 // The record current now (a later record does not move this wait); never recorded: no wait.
 FAKE_CUDA_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent h, unsigned int flags) {
+  noteCall("cuStreamWaitEvent");
   Event* e = nullptr;
   Stream* s = nullptr;
   if (CUresult r = resolveEvent(h, &e)) return r;
@@ -138,6 +146,7 @@ FAKE_CUDA_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent h, unsigned i
     capturedIn = e->capturedIn;
     capturedId = e->capturedId;
   }
+  noteQueued(FAKE_CUDA_QUEUED_STREAM_WAIT);
   FAKE_CUDA_TRACE("stream %p: wait event %p%s", static_cast<void*>(s), static_cast<void*>(e), m ? "" : " (never recorded)");
   if (!m) return CUDA_SUCCESS;
   std::shared_ptr<Graph> own = s->captureGraph();
@@ -180,6 +189,6 @@ static CUresult elapsed(float* ms, CUevent hStart, CUevent hEnd) {
   return CUDA_SUCCESS;
 }
 
-FAKE_CUDA_API CUresult cuEventElapsedTime_v2(float* ms, CUevent hStart, CUevent hEnd) { return elapsed(ms, hStart, hEnd); }
+FAKE_CUDA_API CUresult cuEventElapsedTime_v2(float* ms, CUevent hStart, CUevent hEnd) { noteCall("cuEventElapsedTime_v2"); return elapsed(ms, hStart, hEnd); }
 #undef cuEventElapsedTime
-FAKE_CUDA_API CUresult cuEventElapsedTime(float* ms, CUevent hStart, CUevent hEnd) { return elapsed(ms, hStart, hEnd); }
+FAKE_CUDA_API CUresult cuEventElapsedTime(float* ms, CUevent hStart, CUevent hEnd) { noteCall("cuEventElapsedTime"); return elapsed(ms, hStart, hEnd); }

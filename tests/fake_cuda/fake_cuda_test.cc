@@ -743,4 +743,79 @@ TEST_F(FakeCuda, EachDeviceHasItsOwnDefaultStream) {
   CU_OK(cuDevicePrimaryCtxRelease(1));
 }
 
+TEST_F(FakeCuda, CallLogRecordsCallsAndQueuedWorkSinceItsReset) {
+  NEEDS_FAKE();
+  const size_t n = 64;
+  std::vector<float> a(n, 1.5f);
+  CUdeviceptr da = upload(a.data(), n * 4), dout = 0;
+  CUfunction sum = function("accl_reduce2_float32_sum");
+  CUevent ev = nullptr;
+  CU_OK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+
+  fakeCudaLogReset();
+  EXPECT_EQ(0u, fakeCudaDriverCalls(nullptr));
+  CU_OK(cuMemAlloc(&dout, n * 4));
+  unsigned memType = 0;
+  CU_OK(cuPointerGetAttribute(&memType, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dout));
+  EXPECT_NE(CUDA_SUCCESS, cuPointerGetAttribute(&memType, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, 0));  // counted too
+  CU_OK(cuMemsetD8Async(dout, 0, n * 4, stream_));
+  size_t count = n;
+  CU_OK(launch(sum, {&dout, &da, &da, &count}, stream_));
+  CU_OK(cuEventRecord(ev, stream_));
+  CU_OK(cuStreamWaitEvent(nullptr, ev, 0));
+  CU_OK(cuMemcpyDtoDAsync(da, dout, n * 4, stream_));
+  std::vector<float> out(n);
+  CU_OK(cuStreamSynchronize(stream_));  // the synchronous copy below runs on the default stream
+  CU_OK(cuMemcpyDtoH(out.data(), da, n * 4));
+  CU_OK(cuMemcpyHtoDAsync(dout, a.data(), 4, stream_));
+  CU_OK(cuStreamSynchronize(stream_));
+  for (float v : out) ASSERT_EQ(3.0f, v);
+
+  EXPECT_EQ(1u, fakeCudaDriverCalls("cuMemAlloc"));  // cuMemAlloc_v2, named as cuda.h does
+  EXPECT_EQ(1u, fakeCudaDriverCalls("cuMemAlloc_v2"));
+  EXPECT_EQ(2u, fakeCudaDriverCalls("cuPointerGetAttribute"));
+  EXPECT_EQ(1u, fakeCudaDriverCalls("cuLaunchKernel"));
+  EXPECT_EQ(0u, fakeCudaDriverCalls("cuEventCreate"));
+  EXPECT_EQ(0u, fakeCudaDriverCalls("cuNoSuchEntryPoint"));
+  EXPECT_EQ(1u, fakeCudaQueued(FAKE_CUDA_QUEUED_LAUNCH));
+  EXPECT_EQ(1u, fakeCudaQueued(FAKE_CUDA_QUEUED_MEMSET));
+  EXPECT_EQ(1u, fakeCudaQueued(FAKE_CUDA_QUEUED_EVENT_RECORD));
+  EXPECT_EQ(1u, fakeCudaQueued(FAKE_CUDA_QUEUED_STREAM_WAIT));
+  EXPECT_EQ(3u, fakeCudaQueued(FAKE_CUDA_QUEUED_MEMCPY));
+  EXPECT_EQ(0u, fakeCudaQueued(FAKE_CUDA_QUEUED_MEMOP));
+  EXPECT_EQ(0u, fakeCudaQueued(-1));
+
+  FakeCudaLaunch l{};
+  ASSERT_EQ(0, fakeCudaLaunchAt(0, &l));
+  EXPECT_STREQ("accl_reduce2_float32_sum", l.kernel);
+  EXPECT_EQ(4u, l.grid[0]);  // the fixture's launch(): 4 blocks of 128 threads
+  EXPECT_EQ(1u, l.grid[1] * l.grid[2]);
+  EXPECT_EQ(128u, l.block[0]);
+  EXPECT_EQ(1u, l.block[1] * l.block[2]);
+  EXPECT_EQ(3 * sizeof(CUdeviceptr) + sizeof(size_t), l.argBytes);
+  EXPECT_EQ(-1, fakeCudaLaunchAt(1, &l));
+
+  const struct {
+    int direction, async;
+    unsigned long long bytes;
+  } copies[] = {{FAKE_CUDA_DEVICE_TO_DEVICE, 1, n * 4}, {FAKE_CUDA_DEVICE_TO_HOST, 0, n * 4},
+                {FAKE_CUDA_HOST_TO_DEVICE, 1, 4}};
+  for (unsigned i = 0; i < 3; i++) {
+    FakeCudaCopy c{};
+    ASSERT_EQ(0, fakeCudaCopyAt(i, &c)) << i;
+    EXPECT_EQ(copies[i].direction, c.direction) << i;
+    EXPECT_EQ(copies[i].async, c.async) << i;
+    EXPECT_EQ(copies[i].bytes, c.bytes) << i;
+  }
+  FakeCudaCopy none{};
+  EXPECT_EQ(-1, fakeCudaCopyAt(3, &none));
+
+  fakeCudaLogReset();
+  EXPECT_EQ(0u, fakeCudaDriverCalls(nullptr));
+  EXPECT_EQ(0u, fakeCudaQueued(FAKE_CUDA_QUEUED_LAUNCH));
+  EXPECT_EQ(-1, fakeCudaLaunchAt(0, &l));
+  CU_OK(cuEventDestroy(ev));
+  for (CUdeviceptr p : {da, dout}) CU_OK(cuMemFree(p));
+}
+
 }  // namespace

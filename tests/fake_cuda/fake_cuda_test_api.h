@@ -28,6 +28,43 @@ unsigned long long fakeCudaFreesWhileOpen(void) __attribute__((weak));
 int fakeCudaIsDevicePointer(const void* p) __attribute__((weak));
 }
 
+// The call log (call_log.cc): what this process asked of the driver since the last reset.
+enum {
+  FAKE_CUDA_QUEUED_LAUNCH,        // cuLaunchKernel
+  FAKE_CUDA_QUEUED_MEMSET,        // cuMemsetD8/D32 (async or not)
+  FAKE_CUDA_QUEUED_EVENT_RECORD,  // cuEventRecord
+  FAKE_CUDA_QUEUED_STREAM_WAIT,   // cuStreamWaitEvent
+  FAKE_CUDA_QUEUED_MEMCPY,        // cuMemcpy* (async or not)
+  FAKE_CUDA_QUEUED_MEMOP,         // cuStreamWriteValue*/cuStreamWaitValue*
+  FAKE_CUDA_QUEUED_KINDS
+};
+// Directions of a copy: bit 1 the source is device memory, bit 0 the destination is.
+enum { FAKE_CUDA_HOST_TO_HOST, FAKE_CUDA_HOST_TO_DEVICE, FAKE_CUDA_DEVICE_TO_HOST, FAKE_CUDA_DEVICE_TO_DEVICE };
+struct FakeCudaLaunch {
+  char kernel[96];
+  unsigned grid[3], block[3];
+  unsigned long long argBytes;  // the kernel's parameters' sizes summed
+};
+struct FakeCudaCopy {
+  int direction;  // FAKE_CUDA_HOST_TO_HOST ...
+  int async;      // 1 for the *Async entry points
+  unsigned long long bytes;
+};
+
+extern "C" {
+// Forgets the log: calls and queued work counted from now on.
+void fakeCudaLogReset(void) __attribute__((weak));
+// Calls of a driver entry point ("cuPointerGetAttribute"; a _vN suffix is ignored, so
+// "cuMemAlloc" counts cuMemAlloc_v2); NULL: all entry points. Counted when called, errors too.
+unsigned long long fakeCudaDriverCalls(const char* entry) __attribute__((weak));
+// Work of one kind (FAKE_CUDA_QUEUED_*) queued on a stream, or recorded into a capture, by
+// calls that succeeded (a graph's replays are not counted: they queue nothing new).
+unsigned long long fakeCudaQueued(int kind) __attribute__((weak));
+// The i-th launch / copy since the reset (the first 4096 are kept); 0, or -1 when none.
+int fakeCudaLaunchAt(unsigned long long i, struct FakeCudaLaunch* out) __attribute__((weak));
+int fakeCudaCopyAt(unsigned long long i, struct FakeCudaCopy* out) __attribute__((weak));
+}
+
 // True when the libcuda.so.1 of this process is the fake (so a test may rely on it).
 inline bool fakeCudaAvailable() {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);

@@ -311,5 +311,10 @@ void countKernel(const char* name);
 void countMemop();
 void countFunctionLookup();  // cuModuleGetFunction calls
 void countMemcpy();
+// ---- call_log.cc: the call log of fake_cuda_test_api.h ----
+void noteCall(const char* entry);  // at the start of every entry point
+void noteQueued(int kind);         // FAKE_CUDA_QUEUED_* but launches and copies
+void noteLaunch(const char* kernel, const unsigned grid[3], const unsigned block[3], size_t argBytes);
+void noteCopy(uintptr_t dst, uintptr_t src, size_t bytes, bool async);
 
 }  // namespace fakecuda

@@ -124,6 +124,7 @@ using namespace fakecuda;
 
 // Any address inside an allocation names the whole allocation; the importer gets its base.
 FAKE_CUDA_API CUresult cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
+  noteCall("cuIpcGetMemHandle");
   if (pHandle == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
@@ -142,6 +143,7 @@ FAKE_CUDA_API CUresult cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dp
 }
 
 FAKE_CUDA_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int flags) {
+  noteCall("cuIpcOpenMemHandle_v2");
   if (pdptr == nullptr || (flags & ~unsigned{CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS}) != 0) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
@@ -186,6 +188,7 @@ FAKE_CUDA_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle 
 }
 
 FAKE_CUDA_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  noteCall("cuIpcCloseMemHandle");
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
   if (CUresult r = refuseIfCaptureForbids("cuIpcCloseMemHandle")) return r;

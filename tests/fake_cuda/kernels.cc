@@ -57,6 +57,7 @@ Registry<Module>& modules() {
 using namespace fakecuda;
 
 FAKE_CUDA_API CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+  noteCall("cuModuleLoadData");
   if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = nullptr;
   if (CUresult r = currentContext(&ctx)) return r;
@@ -68,6 +69,7 @@ FAKE_CUDA_API CUresult cuModuleLoadData(CUmodule* module, const void* image) {
 }
 
 FAKE_CUDA_API CUresult cuModuleUnload(CUmodule module) {
+  noteCall("cuModuleUnload");
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (CUresult r = refuseIfCaptureForbids("cuModuleUnload")) return r;
   auto* m = reinterpret_cast<Module*>(module);
@@ -77,6 +79,7 @@ FAKE_CUDA_API CUresult cuModuleUnload(CUmodule module) {
 }
 
 FAKE_CUDA_API CUresult cuModuleGetFunction(CUfunction* fn, CUmodule module, const char* name) {
+  noteCall("cuModuleGetFunction");
   if (fn == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (!modules().contains(module)) return CUDA_ERROR_INVALID_HANDLE;
@@ -93,7 +96,7 @@ FAKE_CUDA_API CUresult cuModuleGetFunction(CUfunction* fn, CUmodule module, cons
 
 FAKE_CUDA_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                       unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
-                                      unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {
+                                      unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) { noteCall("cuLaunchKernel");
   (void)sharedMemBytes;
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   const EmulatedKernel* k = asKernel(f);
@@ -109,6 +112,8 @@ FAKE_CUDA_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsig
   if (CUresult r = resolveStream(hStream, &s)) return r;
   FAKE_CUDA_TRACE("stream %p: launch %s", static_cast<void*>(s), k->name.c_str());
   const unsigned grid = gridDimX * gridDimY * gridDimZ, block = blockDimX * blockDimY * blockDimZ;
+  const unsigned gridDims[3] = {gridDimX, gridDimY, gridDimZ}, blockDims[3] = {blockDimX, blockDimY, blockDimZ};
+  noteLaunch(k->name.c_str(), gridDims, blockDims, k->argBytes);
   // Counted when it runs, so each replay of a captured launch counts.
   s->enqueue(work([k, grid, block, launch = k->bind(kernelParams)] {
     operationStarted();  // a running kernel does not hold its hardware queue
@@ -125,6 +130,7 @@ FAKE_CUDA_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsig
 }
 
 FAKE_CUDA_API CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfunc) {
+  noteCall("cuFuncGetAttribute");
   if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (asKernel(hfunc) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
@@ -141,7 +147,7 @@ FAKE_CUDA_API CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, 
 }
 
 FAKE_CUDA_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, CUfunction func, int blockSize,
-                                                                   size_t dynamicSMemSize) {
+                                                                   size_t dynamicSMemSize) { noteCall("cuOccupancyMaxActiveBlocksPerMultiprocessor");
   (void)dynamicSMemSize;
   if (numBlocks == nullptr || blockSize <= 0 || blockSize > 1024) return CUDA_ERROR_INVALID_VALUE;
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
