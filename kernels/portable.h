@@ -21,6 +21,7 @@
 #define __global__ __attribute__((global))
 #define __device__ __attribute__((device))
 #define __forceinline__ inline __attribute__((always_inline))
+#define __shared__ __attribute__((shared))
 #endif
 
 #if defined(__CUDACC__) || defined(__HIP__)
@@ -30,6 +31,14 @@
 #else
 #define ACCL_DEVICE_BUILD 0
 #define ACCL_DEV inline
+#endif
+
+// A variable shared by the threads of one block (GPU shared memory). The emulation runs a block
+// on one host thread (its threads are fibers of it), so a thread_local is the block's own.
+#if ACCL_DEVICE_BUILD
+#define ACCL_BLOCK_SHARED(decl) __shared__ decl
+#else
+#define ACCL_BLOCK_SHARED(decl) static thread_local decl
 #endif
 
 namespace accl::kern {
