@@ -301,30 +301,32 @@ ACCL_DEV void runCopy(const CollKernelArgs& a, const KTask& t) {
   }
 }
 
+// Fold keeps no per-rank array in registers: a runtime-indexed array would land in local memory
+// (a stack frame, which scripts/check_kernel_stack.sh rejects). The chunk counter of peer r is its
+// stream's position at entry plus the chunk index, and the inputs' addresses sit in block-shared
+// memory, written alike by every thread.
 template <class E, class Op>
 ACCL_DEV void runFold(const CollKernelArgs& a, const KTask& t) {
   using S = typename E::Storage;
   using C = typename E::Compute;
   MailboxHeader* me = header(a, t.rank);
-  uint64_t g[kMailboxRanks];
-  for (int r = 0; r < a.nranks; r++) g[r] = me->consumed[r][t.ch];
-  syncBlock();
   const KSegment& seg = a.segments[t.firstSegment];
   const int rank = t.rank;
   const bool scaled = a.scalarKind[rank] != ScalarKind::None;
   const C k = scaled ? scalarOf<E>(a, rank) : C{};
+  ACCL_BLOCK_SHARED(const S* in[kMailboxRanks]);
   uint64_t i = 0;
   for (uint64_t off = 0; off < seg.bytes; off += kChunkBytes, i++) {
     const size_t n = (seg.bytes - off < kChunkBytes ? seg.bytes - off : kChunkBytes) / sizeof(S);
-    const S* in[kMailboxRanks];
     for (int r = 0; r < a.nranks; r++) {
       if (r == rank) {
         in[r] = reinterpret_cast<const S*>(devicePointer(seg.src + off));
         continue;
       }
-      const Link l = incoming(a, rank, r, t.ch, g[r]);
-      if (!waitAtLeast(a, l.posted, g[r] + 1, {rank, r, t.ch, kWaitPeerData, g[r]})) return;
-      if (!stampMatches(a, l.stamp, a.stamp[rank], {rank, r, t.ch, kWaitPeerData, g[r]})) return;
+      const uint64_t g = me->consumed[r][t.ch] + i;
+      const Link l = incoming(a, rank, r, t.ch, g);
+      if (!waitAtLeast(a, l.posted, g + 1, {rank, r, t.ch, kWaitPeerData, g})) return;
+      if (!stampMatches(a, l.stamp, a.stamp[rank], {rank, r, t.ch, kWaitPeerData, g})) return;
       in[r] = reinterpret_cast<const S*>(l.slot);
     }
     if (seg.foldWait)
@@ -341,19 +343,20 @@ ACCL_DEV void runFold(const CollKernelArgs& a, const KTask& t) {
       }
       out[e] = a.divisor > 1 ? divideOne<E>(acc, static_cast<int>(a.divisor)) : acc;
     }
-    syncBlock();
+    syncBlock();  // every thread is done with this chunk (and with in[]) before it is freed
     if (threadIndex() == 0) {
       for (int r = 0; r < a.nranks; r++) {
         if (r == rank) continue;
-        storeRelease(incoming(a, rank, r, t.ch, g[r]).freed, g[r] + 1);
+        const uint64_t g = me->consumed[r][t.ch] + i;
+        storeRelease(incoming(a, rank, r, t.ch, g).freed, g + 1);
       }
       storeRelease(&me->folded[t.ch], i + 1);
     }
-    for (int r = 0; r < a.nranks; r++) g[r]++;
   }
+  syncBlock();  // every thread has read the positions before thread 0 moves them on
   if (threadIndex() == 0)
     for (int r = 0; r < a.nranks; r++)
-      if (r != rank) me->consumed[r][t.ch] = g[r];
+      if (r != rank) me->consumed[r][t.ch] += i;
 }
 
 template <class E, class Op>

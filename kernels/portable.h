@@ -21,6 +21,7 @@
 #define __global__ __attribute__((global))
 #define __device__ __attribute__((device))
 #define __forceinline__ inline __attribute__((always_inline))
+#define __shared__ __attribute__((shared))
 #endif
 
 #if defined(__CUDACC__) || defined(__HIP__)
@@ -30,6 +31,21 @@
 #else
 #define ACCL_DEVICE_BUILD 0
 #define ACCL_DEV inline
+#endif
+
+// A variable shared by the threads of one block (GPU shared memory). The emulation runs a block
+// on one host thread (its threads are fibers of it), so a thread_local is the block's own.
+#if ACCL_DEVICE_BUILD
+#define ACCL_BLOCK_SHARED(decl) __shared__ decl
+#else
+#define ACCL_BLOCK_SHARED(decl) static thread_local decl
+#endif
+
+// Fully unrolls the loop that follows (a fixed trip count).
+#if ACCL_DEVICE_BUILD
+#define ACCL_UNROLL _Pragma("unroll")
+#else
+#define ACCL_UNROLL _Pragma("GCC unroll 8")
 #endif
 
 namespace accl::kern {
@@ -185,14 +201,28 @@ ACCL_DEV void storeVec(void* p, Vec16 v) {
   *static_cast<Vec16*>(p) = v;
 }
 
+// Vectors each thread keeps in flight in stridedCopy: one 16-byte load per thread leaves a GPU's
+// memory system mostly idle (a load's latency is ~1 us); several independent loads issued before
+// the first store overlap their latencies.
+constexpr int kCopyUnroll = 4;
+
 // Copies `bytes`, thread `first` of `step` threads taking every step-th piece: 16-byte vectors
-// when both ends are 16-byte aligned, else bytes (user buffers may be only element-aligned: a
-// vector access there faults on a GPU).
-ACCL_DEV void stridedCopy(char* dst, const char* src, size_t bytes, size_t first, size_t step) {
+// when both ends are 16-byte aligned (kCopyUnroll of them loaded before any is stored), else
+// bytes (user buffers may be only element-aligned: a vector access there faults on a GPU).
+// The ends must not overlap.
+ACCL_DEV void stridedCopy(char* __restrict__ dst, const char* __restrict__ src, size_t bytes, size_t first,
+                          size_t step) {
   size_t head = 0;
   if (vecAligned(dst, src)) {
     const size_t vecs = bytes / 16;
-    for (size_t i = first; i < vecs; i += step) storeVec(dst + 16 * i, loadVec(src + 16 * i));
+    const size_t span = step * kCopyUnroll;
+    const size_t whole = vecs / span * span;  // vectors covered by full rounds of every thread
+    for (size_t base = first; base < whole; base += span) {
+      Vec16 v[kCopyUnroll];  // constant indices only, after unrolling: registers
+      ACCL_UNROLL for (int u = 0; u < kCopyUnroll; u++) v[u] = loadVec(src + 16 * (base + u * step));
+      ACCL_UNROLL for (int u = 0; u < kCopyUnroll; u++) storeVec(dst + 16 * (base + u * step), v[u]);
+    }
+    for (size_t i = whole + first; i < vecs; i += step) storeVec(dst + 16 * i, loadVec(src + 16 * i));
     head = vecs * 16;
   }
   for (size_t i = head + first; i < bytes; i += step) dst[i] = src[i];
