@@ -15,8 +15,14 @@
 #include "host/element_types.h"
 #include "host/kernel_table.h"
 
+// GCC takes a target for the rest of the file; clang ignores that pragma, and takes an attribute
+// on every function declared until the pop instead (issue 40: the build must work with clang 19).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,f16c")
+#endif
 #define ACCL_KERNELS_F16C 1
 #include "host/kernel_loops.h"
 
@@ -28,4 +34,8 @@ const KernelTable& avx2Kernels() {
 }
 
 }  // namespace accl::dev::host
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
