@@ -238,7 +238,6 @@ def add_includes(path, headers):
     includes (or after its last include, or after the leading comments)."""
     with open(path, encoding="utf-8") as f:
         lines = f.read().split("\n")
-    std_lines = [i for i, l in enumerate(lines) if re.match(r"\s*#\s*include\s*<", l)]
     for h in sorted(headers):
         text = "#include <%s>" % h
         std_lines = [i for i, l in enumerate(lines) if re.match(r"\s*#\s*include\s*<", l)]

@@ -131,8 +131,8 @@ if [ -f "$build/CMakeCache.txt" ]; then
   configured="reused as configured"
 else
   cmake_args=(-S "$here" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DACCL_HIP_KERNELS=OFF)
-  [ $fake = 0 ] && [ "$(driver_probe | cut -d' ' -f1)" -gt 0 ] 2>/dev/null &&
-    cmake_args+=(-DACCL_CUDA_ARCHS="$(driver_probe | cut -d' ' -f2)")
+  read -r pre_ndev pre_cap <<<"$(driver_probe)"
+  [ $fake = 0 ] && [ "${pre_ndev:-0}" -gt 0 ] 2>/dev/null && cmake_args+=(-DACCL_CUDA_ARCHS="$pre_cap")
   [ -n "${GTEST_PREFIX:-}" ] && cmake_args+=(-DCMAKE_PREFIX_PATH="$GTEST_PREFIX")
   if ! cmake "${cmake_args[@]}" > "$logs/configure.log" 2>&1; then
     tail -30 "$logs/configure.log"
