@@ -160,6 +160,7 @@ ncclResult_t rendezvous(Bootstrap::Impl& b, const net::SockAddr& root, const net
     return ncclRemoteError;
   }
   if (reply.status != ncclSuccess) {
+    boot::waitForFailureAnswers(2000);
     WARN("Bootstrap: rank %d of %d: rendezvous failed: %s", b.rank, b.nranks, reply.message);
     return static_cast<ncclResult_t>(reply.status);
   }

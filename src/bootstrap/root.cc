@@ -1,9 +1,13 @@
 // root.cc: the rendezvous root (see root.h).
 #include "bootstrap/root.h"
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -11,6 +15,7 @@
 #include "bootstrap/auth.h"
 #include "bootstrap/wire.h"
 #include "base/log.h"
+#include "base/param.h"
 
 namespace accl::boot {
 
@@ -24,6 +29,23 @@ constexpr int kFailedLingerMs = 10 * 1000;
 // A refusal goes to a connection that may be a stray: never wait long for it to read.
 constexpr int kRefusalTimeoutMs = 1000;
 
+// Roots of this process telling their ranks why a rendezvous failed: a rank of this process
+// told first must not let the process exit before the others are told too.
+std::mutex gAnsweringMu;
+std::condition_variable gAnsweringDone;
+int gAnswering = 0;
+struct AnsweringFailure {
+  AnsweringFailure() {
+    std::lock_guard<std::mutex> g(gAnsweringMu);
+    gAnswering++;
+  }
+  ~AnsweringFailure() {
+    std::lock_guard<std::mutex> g(gAnsweringMu);
+    gAnswering--;
+    gAnsweringDone.notify_all();
+  }
+};
+
 class RootServer {
  public:
   RootServer(net::Socket listener, uint64_t magic, std::string label, const Digest& jobKey)
@@ -36,13 +58,19 @@ class RootServer {
   void run() {
     for (;;) {
       HandshakeAcceptor::Arrival arrival;
-      int timeout = error_.empty() ? kRootIdleTimeoutMs : kFailedLingerMs;
+      const int deadlineMs = msUntilDeadline();
+      const int timeout = error_.empty() ? std::min(kRootIdleTimeoutMs, deadlineMs) : kFailedLingerMs;
       ncclResult_t res = acceptor_.next(&arrival, nullptr, timeout);
       if (res == ncclRemoteError) {
-        if (error_.empty()) {
-          WARN("Bootstrap root: gave up after %d s with %d of %d ranks joined", kRootIdleTimeoutMs / 1000,
-               joined_, nranks_);
-        }
+        if (!error_.empty()) return;
+        // The joined ranks are told who is missing, rather than seeing the connection close.
+        char why[160];
+        if (deadlineMs < kRootIdleTimeoutMs)
+          snprintf(why, sizeof(why), "ACCL_INIT_TIMEOUT=%lld s is up for the first rank that joined the bootstrap root",
+                   static_cast<long long>(initTimeoutSec_));
+        else
+          snprintf(why, sizeof(why), "the bootstrap root gave up after %d s without a new rank", kRootIdleTimeoutMs / 1000);
+        fail(std::string(why) + ": " + whoIsMissing(), net::Socket(), -1, ncclRemoteError);
         return;
       }
       if (res != ncclSuccess) return;
@@ -73,11 +101,14 @@ class RootServer {
         if (answered_ >= maxNranksSeen_) return;
         continue;
       }
+      if (joinedRanks_.empty()) firstJoin_ = std::chrono::steady_clock::now();
       joinedRanks_.emplace(hello.rank, Joined{std::move(arrival.sock), hello.listenAddr, arrival.from});
       if (++joined_ == nranks_) {
         sendTable();
         return;
       }
+      failIfADamagedIdWasRefused();
+      if (!error_.empty() && answered_ >= maxNranksSeen_) return;
     }
   }
 
@@ -135,6 +166,28 @@ class RootServer {
     r.status = ncclInvalidUsage;
     snprintf(r.message, sizeof(r.message), "this rank %s", why.c_str());
     (void)net::sendAll(arrival.sock, &r, sizeof(r), arrival.from.c_str(), nullptr, kRefusalTimeoutMs);
+    int rank = -1, nranks = 0;
+    if (!foreignHelloRank(arrival.header.data(), arrival.header.size(), &rank, &nranks)) return;
+    const std::string refusal = theirs == label_ ? "its unique id's magic differs from the root's (an altered id)"
+                                                 : "its unique id is for '" + theirs + "'";
+    noteRefused(rank, arrival.from, refusal, theirs == label_ ? nranks : 0);
+    failIfADamagedIdWasRefused();
+  }
+
+  // An id of this very kind with another magic, claiming a rank of this size that has not
+  // joined: almost surely this job's rank with a damaged id, and the rendezvous cannot complete
+  // without it. The others learn it now (or as soon as the first rank joins and says the size)
+  // instead of at their deadline. Another job's id, or a hello that fails authentication,
+  // could be anyone's: those are only named when the wait ends.
+  void failIfADamagedIdWasRefused() {
+    if (nranks_ <= 0 || !error_.empty()) return;
+    for (const Refused& r : refused_) {
+      if (r.damagedIdNranks != nranks_ || r.rank < 0 || r.rank >= nranks_ || joinedRanks_.count(r.rank)) continue;
+      fail("rank " + std::to_string(r.rank) + " (" + r.from + ") was refused: " + r.why +
+               "; give every rank the same unique id (" + whoIsMissing(false) + ")",
+           net::Socket(), -1);
+      return;
+    }
   }
 
   // A hello with the right magic whose MAC does not verify: a rank with another ACCL_JOB_SECRET
@@ -144,6 +197,7 @@ class RootServer {
                                      : "it has ACCL_JOB_SECRET set, but the root (rank 0's process) has none";
     WARN_ASIDE("Bootstrap root for %s: dropped connection from %s claiming rank %d: hello failed authentication (%s)",
          label_.c_str(), arrival.from.c_str(), claimedRank, why);
+    noteRefused(claimedRank, arrival.from, std::string("authentication failed: ") + why);
     RootReply r{};
     r.status = ncclInvalidUsage;
     snprintf(r.message, sizeof(r.message),
@@ -151,14 +205,62 @@ class RootServer {
     (void)net::sendAll(arrival.sock, &r, sizeof(r), arrival.from.c_str(), nullptr, kRefusalTimeoutMs);
   }
 
-  // Tells every rank that joined (and the offender) why the rendezvous failed.
-  void fail(const std::string& problem, net::Socket offender, int offenderRank) {
+  // Tells every rank that joined (and the offender, if any) why the rendezvous failed.
+  void fail(const std::string& problem, net::Socket offender, int offenderRank,
+            ncclResult_t status = ncclInvalidUsage) {
     WARN("Bootstrap root: rendezvous failed: %s", problem.c_str());
     error_ = problem;
-    reply(offender, offenderRank, ncclInvalidUsage, error_);
-    for (const auto& [rank, joined] : joinedRanks_) reply(joined.sock, rank, ncclInvalidUsage, error_);
-    answered_ = joined_ + 1;
+    AnsweringFailure answering;
+    if (offender.valid()) reply(offender, offenderRank, status, error_);
+    for (const auto& [rank, joined] : joinedRanks_) reply(joined.sock, rank, status, error_);
+    answered_ = joined_ + (offender.valid() ? 1 : 0);
     joinedRanks_.clear();
+  }
+
+  // A connection refused before it could join, kept to name it when the rendezvous fails.
+  struct Refused {
+    int rank;
+    std::string from, why;
+    int damagedIdNranks;  // the nranks of a hello whose id is this one's altered; 0: another kind of refusal
+  };
+  void noteRefused(int rank, const std::string& from, const std::string& why, int damagedIdNranks = 0) {
+    if (refused_.size() < 8) refused_.push_back({rank, from, why, damagedIdNranks});
+  }
+
+  // "rank 3 of 4 never joined (refused: rank 3 from H: why)": the ranks this rendezvous still
+  // waits for, as ranges, and the connections it refused.
+  std::string whoIsMissing(bool withRefused = true) const {
+    if (nranks_ <= 0) return "no rank had joined";
+    std::string ranks;
+    int missing = 0;
+    for (int r = 0; r < nranks_; r++) {
+      if (joinedRanks_.count(r)) continue;
+      int end = r;
+      while (end + 1 < nranks_ && !joinedRanks_.count(end + 1)) end++;
+      missing += end - r + 1;
+      if (ranks.size() < 80) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r) + (end > r ? "-" + std::to_string(end) : "");
+      else if (ranks.back() != '.') ranks += ", ...";
+      r = end;
+    }
+    std::string s = missing == 0 ? "every rank joined"
+                                 : (missing == 1 ? "rank " : "ranks ") + ranks + " of " + std::to_string(nranks_) +
+                                       (missing == 1 ? " never joined" : " never joined (" + std::to_string(missing) + ")");
+    if (withRefused)
+      for (const Refused& r : refused_) s += "; refused: rank " + std::to_string(r.rank) + " from " + r.from + " (" + r.why + ")";
+    return s;
+  }
+
+  // Milliseconds until shortly before ACCL_INIT_TIMEOUT (as this process reads it) has passed
+  // since the first rank joined: that rank gives up then, so the root tells every joined rank
+  // who is missing just before (a quarter of the limit, at most a second, ahead). INT32_MAX
+  // while none joined or without a limit.
+  int msUntilDeadline() const {
+    if (initTimeoutSec_ <= 0 || joinedRanks_.empty()) return INT32_MAX;
+    const auto limit = std::chrono::milliseconds(initTimeoutSec_ * 1000);
+    const auto ahead = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(1000), limit / 4);
+    const auto left = firstJoin_ + limit - ahead - std::chrono::steady_clock::now();
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count();
+    return static_cast<int>(std::clamp<int64_t>(ms, 0, INT32_MAX));
   }
 
   void reply(const net::Socket& sock, int rank, ncclResult_t status, const std::string& message) {
@@ -207,9 +309,17 @@ class RootServer {
     std::string from;
   };
   std::map<int, Joined> joinedRanks_;
+  std::vector<Refused> refused_;
+  const int64_t initTimeoutSec_ = param::initTimeoutSec();
+  std::chrono::steady_clock::time_point firstJoin_;
 };
 
 }  // namespace
+
+void waitForFailureAnswers(int timeoutMs) {
+  std::unique_lock<std::mutex> g(gAnsweringMu);
+  gAnsweringDone.wait_for(g, std::chrono::milliseconds(timeoutMs), [] { return gAnswering == 0; });
+}
 
 void startRootThread(net::Socket listener, uint64_t magic, const std::string& label) {
   std::thread([listener = std::move(listener), magic, label, key = jobKey()]() mutable {

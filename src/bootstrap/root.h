@@ -13,6 +13,11 @@ namespace accl::boot {
 // magic) is refused with a reply naming both.
 void startRootThread(net::Socket listener, uint64_t magic, const std::string& label);
 
+// A rank told by the root that the rendezvous failed waits here (at most `timeoutMs`) until a
+// root running in its own process has told every other joined rank too: returning at once
+// could let the process exit before they learn why.
+void waitForFailureAnswers(int timeoutMs);
+
 constexpr int kRootIdleTimeoutMs = 10 * 60 * 1000;
 
 }  // namespace accl::boot

@@ -69,6 +69,14 @@ std::string foreignHelloLabel(const void* data, size_t size) {
   return label;
 }
 
+bool foreignHelloRank(const void* data, size_t size, int* rank, int* nranks) {
+  Hello hello;
+  if (!copyExact(data, size, &hello, "hello").empty()) return false;
+  *rank = hello.rank;
+  *nranks = hello.nranks;
+  return true;
+}
+
 std::string decodeHandshake(const void* data, size_t size, uint64_t magic, int nranks, int selfRank,
                             Handshake* out) {
   std::string why = copyExact(data, size, out, "handshake");

@@ -70,6 +70,9 @@ std::string decodeHello(const void* data, size_t size, uint64_t magic, Hello* ou
 // A hello from a rank whose id has another magic: the label it presents, printable only
 // ("" if the bytes are not a hello at all), so the root can tell it where it went wrong.
 std::string foreignHelloLabel(const void* data, size_t size);
+// The rank and nranks such a hello claims (unauthenticated: for naming it in messages only);
+// false if the bytes are not a hello.
+bool foreignHelloRank(const void* data, size_t size, int* rank, int* nranks);
 // nranks: the communicator's size (the sender's rank must be in range and not `selfRank`, and
 // the handshake must be addressed to `selfRank`). Authenticity is checked by auth.h.
 std::string decodeHandshake(const void* data, size_t size, uint64_t magic, int nranks, int selfRank,

@@ -82,15 +82,20 @@ ncclResult_t initOnce(Shared* sh, int nranks, int rank, bool makeId) {
 
 const char* kWaitedRoot = "waited ACCL_INIT_TIMEOUT=2 s for the bootstrap root ";
 
-TEST(InitDeadline, ARankThatNeverJoinsFailsTheOthersNamingTheRoot) {
+// The root tells the ranks that joined which ranks never did, just before their deadline.
+TEST(InitDeadline, ARankThatNeverJoinsFailsTheOthersNamingTheMissingRank) {
   auto* sh = accl_forked::mapShared<Shared>();
   ASSERT_NE(sh, nullptr);
-  // Rank 0 of 2 alone.
-  auto logs = runInits(sh, 1, [](int, Shared* s) { return initOnce(s, 2, 0, true); });
-  EXPECT_EQ(sh->result[0], ncclRemoteError);
-  EXPECT_LT(sh->tookMs[0], 20000);
-  EXPECT_NE(logs[0].find(kWaitedRoot), std::string::npos) << logs[0];
-  EXPECT_NE(logs[0].find("once all 2 ranks have joined"), std::string::npos) << logs[0];
+  // Ranks 0 and 2 of 4: ranks 1 and 3 never come.
+  auto logs = runInits(sh, 2, [](int i, Shared* s) { return initOnce(s, 4, i * 2, i == 0); });
+  for (int i = 0; i < 2; i++) {
+    EXPECT_EQ(sh->result[i], ncclRemoteError) << logs[i];
+    EXPECT_LT(sh->tookMs[i], 20000);
+    EXPECT_NE(logs[i].find("rendezvous failed: ACCL_INIT_TIMEOUT=2 s is up for the first rank that joined"),
+              std::string::npos)
+        << logs[i];
+    EXPECT_NE(logs[i].find("ranks 1, 3 of 4 never joined"), std::string::npos) << logs[i];
+  }
   munmap(sh, sizeof(Shared));
 }
 
@@ -111,7 +116,9 @@ TEST(InitDeadline, ASecondRankZeroFailsBothAtOnceNamingIt) {
   munmap(sh, sizeof(Shared));
 }
 
-TEST(InitDeadline, AnAlteredUniqueIdIsRefusedAndTheOtherRankFailsAtTheDeadline) {
+// The root refuses the altered id and, as that rank can never join, fails the rendezvous at
+// once naming it: the other rank does not wait for its deadline.
+TEST(InitDeadline, AnAlteredUniqueIdIsRefusedAndTheOtherRankLearnsItAtOnce) {
   auto* sh = accl_forked::mapShared<Shared>();
   ASSERT_NE(sh, nullptr);
   auto logs = runInits(sh, 2, [](int i, Shared* s) {
@@ -124,9 +131,14 @@ TEST(InitDeadline, AnAlteredUniqueIdIsRefusedAndTheOtherRankFailsAtTheDeadline) 
     if (r == ncclSuccess) ncclCommDestroy(comm);
     return r;
   });
-  EXPECT_EQ(sh->result[0], ncclRemoteError) << logs[0];
+  EXPECT_EQ(sh->result[0], ncclInvalidUsage) << logs[0];
   EXPECT_NE(sh->result[1], ncclSuccess) << logs[1];
-  EXPECT_NE(logs[0].find(kWaitedRoot), std::string::npos) << logs[0];
+  EXPECT_NE(logs[0].find("rendezvous failed: rank 1 ("), std::string::npos) << logs[0];
+  EXPECT_NE(logs[0].find("was refused: its unique id's magic differs from the root's (an altered id); give every "
+                         "rank the same unique id (rank 1 of 2 never joined)"),
+            std::string::npos)
+      << logs[0];
+  EXPECT_LT(sh->tookMs[0], 1500) << "rank 0 waited for its deadline (2 s) instead of learning of the refusal";
   // The refused rank is told the id's magic differs (not "the id is for X but reached X").
   EXPECT_NE(logs[1].find("unique id whose magic does not match this root's id"), std::string::npos) << logs[1];
   for (int i = 0; i < 2; i++) EXPECT_LT(sh->tookMs[i], 20000) << "process " << i << "\n" << logs[i];
