@@ -1,6 +1,9 @@
 // Error reporting entry points: result-code text, the last WARN, and debug re-initialisation.
+#include <memory>
+#include <string>
 #include "api/api.h"
 #include "base/log.h"
+#include "comm/comm.h"
 
 NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
   switch (result) {
@@ -16,9 +19,16 @@ NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
   }
 }
 
-// One text per process, as in NCCL: the comm argument only exists for future per-comm errors.
+// The process's last WARN, as in NCCL; but for a communicator that has failed, why it failed
+// as first said (Comm::failureCause): WARNs that follow a failure (a neighbour closing, other
+// ranks of the process failing in turn) must not replace the cause the user needs.
 NCCL_API(const char*, ncclGetLastError, ncclComm_t comm) {
-  (void)comm;
+  static thread_local std::string causeCopy;
+  std::shared_ptr<accl::Comm> c;
+  if (comm != nullptr && accl::findLiveComm(comm, &c) && c->asyncError.load() != ncclSuccess) {
+    causeCopy = c->failureCause();
+    if (!causeCopy.empty()) return causeCopy.c_str();
+  }
   return accl::lastErrorText();
 }
 

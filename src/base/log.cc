@@ -15,6 +15,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 #include <string>
@@ -49,6 +50,20 @@ char gLastError[kMessageMax] = "";
 
 thread_local int tLogDevice = 0;
 thread_local char tLastErrorCopy[kMessageMax];
+// The last few WARNs (last-error kind), under gMutex, for firstRecentWarnFor.
+struct RecentWarn {
+  int64_t atMs = 0;
+  long thread = 0;
+  char text[kMessageMax] = "";
+};
+constexpr int kRecentWarns = 16;
+RecentWarn gRecentWarns[kRecentWarns];
+int gRecentNext = 0;
+int64_t monotonicMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+long callingThread() { return static_cast<long>(syscall(SYS_gettid)); }
 
 struct NamedBit {
   const char* name;
@@ -345,7 +360,14 @@ void logMessageV(LogLevel level, uint64_t subsys, const char* file, int line, bo
   vsnprintf(message, sizeof(message), fmt, args);
 
   std::lock_guard<std::mutex> lock(gMutex);
-  if (level == LogLevel::Warn && lastError) snprintf(gLastError, sizeof(gLastError), "%s", message);
+  if (level == LogLevel::Warn && lastError) {
+    snprintf(gLastError, sizeof(gLastError), "%s", message);
+    RecentWarn& w = gRecentWarns[gRecentNext];
+    gRecentNext = (gRecentNext + 1) % kRecentWarns;
+    w.atMs = monotonicMs();
+    w.thread = callingThread();
+    snprintf(w.text, sizeof(w.text), "%s", message);
+  }
   if (!print) return;
 
   char text[kLineMax];
@@ -365,6 +387,33 @@ void logMessageV(LogLevel level, uint64_t subsys, const char* file, int line, bo
 }
 
 }  // namespace
+
+namespace {
+// Whether `text` says "rank N" for this N (not "rank N0").
+bool namesRank(const char* text, int n) {
+  const std::string name = "rank " + std::to_string(n);
+  for (const char* p = std::strstr(text, name.c_str()); p; p = std::strstr(p + 1, name.c_str())) {
+    const char next = p[name.size()];
+    if (next < '0' || next > '9') return true;
+  }
+  return false;
+}
+}  // namespace
+
+std::string firstRecentWarnFor(int rank, int withinMs, int naming) {
+  const int64_t since = monotonicMs() - withinMs;
+  const long me = callingThread();
+  const std::string mine = "rank " + std::to_string(rank);
+  std::lock_guard<std::mutex> lock(gMutex);
+  for (int i = 0; i < kRecentWarns; i++) {  // oldest first
+    const RecentWarn& w = gRecentWarns[(gRecentNext + i) % kRecentWarns];
+    if (w.atMs == 0 || w.atMs < since) continue;
+    const bool named = std::strncmp(w.text, mine.c_str(), mine.size()) == 0 &&
+                       (w.text[mine.size()] == ':' || std::strncmp(w.text + mine.size(), " of", 3) == 0);
+    if ((w.thread == me || named) && (naming < 0 || namesRank(w.text, naming))) return w.text;
+  }
+  return "";
+}
 
 const char* lastErrorText() {
   std::lock_guard<std::mutex> lock(gMutex);

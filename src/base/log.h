@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <cerrno>
+#include <string>
 
 namespace accl {
 
@@ -28,6 +29,11 @@ void logWarnAside(const char* file, int line, const char* fmt, ...) __attribute_
 bool logEnabled(LogLevel level, uint64_t subsys);
 // Copy of the most recent WARN text ("" if none). Valid until the next WARN in this process.
 const char* lastErrorText();
+// The earliest WARN (last-error kind) of the past `withinMs` that was logged on the calling
+// thread or begins "rank R:" / "rank R of", R = `rank`, and (naming >= 0) names "rank N",
+// N = `naming`: what a communicator failing now on this thread was told first, before the
+// consequences it logs itself ("" if none).
+std::string firstRecentWarnFor(int rank, int withinMs, int naming = -1);
 // Forget cached NCCL_DEBUG* settings; re-read at the next log call.
 void resetLogInit();
 // The device index shown in log lines of this thread ([cudaDev]).

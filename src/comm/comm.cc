@@ -57,6 +57,9 @@ ncclResult_t Comm::connectPeer(int peer, PeerConnection** out) {
 void Comm::fail(ncclResult_t err, int culprit) {
   int expected = ncclSuccess;
   if (asyncError.compare_exchange_strong(expected, err)) {
+    // What this rank was told first (within the past 2 s) about the rank it blames:
+    // consequences (a neighbour that failed in turn) come after it, and name other ranks.
+    std::string first = firstRecentWarnFor(rank, 2000, abortFlag.load() ? -1 : culprit);
     if (abortFlag.load()) {
       // This rank's own ncclCommAbort closed the connections: no peer is to blame, and the
       // WARN that says the abort interrupted the call stays the last error.
@@ -70,6 +73,10 @@ void Comm::fail(ncclResult_t err, int culprit) {
       WARN("rank %d of %d: communicator failed with \"%s\"; closing its connections so peers stop waiting", rank,
            nranks, pncclGetErrorString(err));
     }
+    {
+      std::lock_guard<std::mutex> g(causeMu);
+      cause = first.empty() ? std::string(lastErrorText()) : first;
+    }
     // The ring notice (naming the culprit) goes first, so a neighbour that sees our data
     // connections close can already read whom to blame.
     if (kernelPath) kernelPath->stopKernels();
@@ -81,6 +88,11 @@ void Comm::fail(ncclResult_t err, int culprit) {
       if (c) c->close(culprit);
     ringDoorbell(bell());
   }
+}
+
+std::string Comm::failureCause() const {
+  std::lock_guard<std::mutex> g(causeMu);
+  return cause;
 }
 
 TransportSetup Comm::transportSetup() {
@@ -127,6 +139,13 @@ void registerComm(ncclComm_t handle) {
 void unregisterComm(ncclComm_t handle) {
   std::lock_guard<std::mutex> lk(gLiveMu);
   liveComms().erase(handle);
+}
+
+bool findLiveComm(ncclComm_t handle, std::shared_ptr<Comm>* out) {
+  std::lock_guard<std::mutex> lk(gLiveMu);
+  if (handle == nullptr || liveComms().count(handle) == 0) return false;
+  *out = handle->impl;
+  return true;
 }
 
 ncclResult_t lookupComm(ncclComm_t handle, const char* fn, std::shared_ptr<Comm>* out) {

@@ -87,6 +87,8 @@ class Comm {
   std::atomic<int> revoked{0};
   std::atomic<int> finalized{0};
   std::atomic<int> asyncError{ncclSuccess};
+  mutable std::mutex causeMu;
+  std::string cause;  // failureCause(); set once, by the first fail()
   std::atomic<int> initState{ncclSuccess};  // ncclInProgress while a non-blocking init runs
   // Ops are executed in issue order: a work runs only when doneTicket == its ticket.
   std::atomic<uint64_t> issueTicket{0};
@@ -129,6 +131,10 @@ class Comm {
   // `culprit`: the rank whose loss caused it, if known (-1 otherwise); it is logged here and
   // passed on to peers so every survivor can name it.
   void fail(ncclResult_t err, int culprit = -1);
+  // Why the communicator failed, as first said (the precise WARN logged just before fail(), e.g.
+  // the peer that destroyed its communicator or the rails that are all lost, rather than the
+  // consequences logged after it): what ncclGetLastError(comm) returns once it failed.
+  std::string failureCause() const;
   void closeTransports();
   // ncclCommDestroy, after this rank's work is done: tells every peer we left, so one still
   // waiting for us (in a call we never made) fails naming us rather than hanging.
@@ -149,6 +155,8 @@ void registerComm(ncclComm_t handle);
 void unregisterComm(ncclComm_t handle);
 // ncclInvalidArgument for NULL, ncclInvalidUsage for a handle that is not live.
 ncclResult_t lookupComm(ncclComm_t handle, const char* fn, std::shared_ptr<Comm>* out);
+// The same without a WARN: false when `handle` is no live communicator.
+bool findLiveComm(ncclComm_t handle, std::shared_ptr<Comm>* out);
 
 }  // namespace accl
 
