@@ -107,6 +107,13 @@ bool realignWork(CommWork& w, bool erred) {
   return false;
 }
 
+// The void call of work `w` that carries a stamp (sched/op.h OpDesc::refused); null if none.
+const OpDesc* refusedCallOf(const CommWork& w) {
+  for (const auto& op : w.ops)
+    if (op->refusedArg != RefusedArg::None && op->stamp.magic == kCallStampMagic) return op.get();
+  return nullptr;
+}
+
 ncclResult_t progressSockets(Comm& c) {
   for (auto& conn : c.conns) {
     // Socket channels have helper threads and no fd; progress() reports their failures.
@@ -175,6 +182,19 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
         if (err != ncclSuccess) INFO(kSubsysColl, "rank %d: operation not run: communicator %s", c.rank, why);
         else WARN("rank %d: operation not run: communicator %s", c.rank, why);
         finishWork(w, err != ncclSuccess ? static_cast<ncclResult_t>(err) : ncclInvalidUsage);
+        workMoved = true;
+        continue;
+      }
+      // A void call (a call refused for its arguments, sched/op.h): it asks for the realignment
+      // that fails the peers' matching call, and takes part in it.
+      if (const OpDesc* refused = refusedCallOf(w)) {
+        c.realign.request(stampOrder(refused->stamp), refused->refused);
+        if (!c.realign.wanted()) {
+          finishWork(w, ncclInvalidArgument, -1, false);  // already realigned past it: nothing to fail
+          workMoved = true;
+          continue;
+        }
+        if (!realignWork(w, false)) continue;  // an earlier realignment first: joins again next pass
         workMoved = true;
         continue;
       }
