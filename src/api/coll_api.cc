@@ -113,13 +113,15 @@ class CallingThreadClaim {
 // number, and on the host path a realignment it asks for at once (sched/realign.h), so the
 // peers' matching call fails naming this rank and the argument, and the next call is exact
 // everywhere; with ACCL_CHECK_MISMATCH=2 its fingerprint says it was refused. Outside groups,
-// for collectives of communicators whose calls carry stamps or fingerprints on the host path.
+// for collectives of communicators whose calls carry stamps or fingerprints on the host path
+// and whose ranks are in different processes. The void call waits, like any collective, for
+// the peers to reach their matching call.
 void runVoidCall(const Call& c, const std::shared_ptr<Comm>& comm, RefusedArg arg, const char* text) {
   const bool stamps = callStampsOn() && comm->backend->hostBuffers();
   const bool fingerprints = param::checkMismatch() == 2 && comm->backend->hostBuffers();
   if (c.kind == OpKind::Send || c.kind == OpKind::Recv || comm->nranks < 2 || inGroup() || comm->kernelPath ||
-      comm->stagedPath || !(stamps || fingerprints))
-    return;
+      comm->stagedPath || !(stamps || fingerprints) || peerRankInThisProcess(*comm))
+    return;  // (ranks of one process: one thread may drive them all, and a void call waits for them)
   OpDesc op;
   if (comm->backend->resolveStream(c.fn, c.stream, &op.stream) != ncclSuccess) return;
   op.kind = c.kind;
@@ -133,6 +135,7 @@ void runVoidCall(const Call& c, const std::shared_ptr<Comm>& comm, RefusedArg ar
   op.refused = std::string("rank ") + std::to_string(comm->rank) + " refused its call for its arguments (" + text + ")";
   if (stamps) {
     op.stamp = stampOf(op, comm->callSeq.fetch_add(1, std::memory_order_relaxed) + 1);
+    op.stamp.flags |= kStampRefused;
     op.refused += " (call #" + std::to_string(op.stamp.seq) + ")";
   }
   (void)enqueueOp(std::make_unique<OpDesc>(std::move(op)));  // fails with the peers' call; this one's error is `arg`

@@ -149,6 +149,10 @@ void registerComm(ncclComm_t handle);
 void unregisterComm(ncclComm_t handle);
 // ncclInvalidArgument for NULL, ncclInvalidUsage for a handle that is not live.
 ncclResult_t lookupComm(ncclComm_t handle, const char* fn, std::shared_ptr<Comm>* out);
+// Whether another rank of `c`'s communicator lives in this process (ncclCommInitAll, thread
+// ranks): one thread may drive several of them, so no call may wait for the others outside
+// the calls the application makes.
+bool peerRankInThisProcess(const Comm& c);
 
 }  // namespace accl
 

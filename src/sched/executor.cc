@@ -46,6 +46,21 @@ int findCulprit(Comm& c) {
   return -1;
 }
 
+// Where a finished work's calls began (comm/realign_mailbox.h recordCallStart), for a
+// realignment this rank joins later, ahead of the mismatched call.
+void recordCallStart(CommWork& w) {
+  Comm& c = *w.comm;
+  uint64_t order = ~uint64_t(0);
+  for (const auto& op : w.ops)
+    if (op->stamp.magic == kCallStampMagic) order = std::min(order, stampOrder(op->stamp));
+  if (order == ~uint64_t(0) || c.nranks < 2) return;
+  std::vector<uint64_t>* sentAt =
+      c.realign.recordCallStart(order, w.boardAtStart == ~uint64_t(0) ? c.board.posted : w.boardAtStart, c.nranks);
+  for (auto& phase : w.phases)
+    for (const Lane& lane : phase)
+      for (int p = 0; p < c.nranks; p++) (*sentAt)[p] = std::min((*sentAt)[p], lane.firstStampSentAt(p));
+}
+
 // fatal = false: the error is this work's alone (mismatched calls caught before any data
 // moved); the communicator stays usable.
 void finishWork(CommWork& w, ncclResult_t res, int culprit = -1, bool fatal = true) {
@@ -59,6 +74,7 @@ void finishWork(CommWork& w, ncclResult_t res, int culprit = -1, bool fatal = tr
     culprit = -1;
   }
   w.result = res;
+  if (res == ncclSuccess) recordCallStart(w);
   if (res == ncclRemoteError && culprit < 0 && c.asyncError.load() == ncclSuccess) culprit = findCulprit(c);
   {
     std::lock_guard<std::mutex> lk(c.statusMu);
