@@ -16,8 +16,11 @@ struct CallStamp {
   uint32_t seq = 0;    // collectives: the communicator's call number; sends: 0
   uint64_t count = 0;  // elements; sends: bytes
   int32_t root = -1;   // rooted collectives: the root; sends: the sender's rank
-  uint8_t kind = 0, type = 0, red = 0, flags = 0;  // flags: 1 avg, 2 premulsum, 4 rank order
+  uint8_t kind = 0, type = 0, red = 0, flags = 0;  // flags: 1 avg, 2 premulsum, 4 rank order, kStampRefused
 };
+// The stamp of a call refused for its arguments (a void call, api/coll_api.cc): never sent,
+// it keeps the call's number in a realignment's notes.
+constexpr uint8_t kStampRefused = 0x80;
 static_assert(sizeof(CallStamp) == 24);
 
 inline bool sameStamp(const CallStamp& a, const CallStamp& b) { return std::memcmp(&a, &b, sizeof(a)) == 0; }

@@ -1,10 +1,15 @@
 // Collective and point-to-point entry points: validate every argument (naming the bad one
 // and its value), then record the op with the group machinery.
+#include <cstdarg>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <utility>
 #include "api/api.h"
 #include "base/check.h"
+#include "base/param.h"
 #include "sched/board_fast_path.h"
 #include "sched/call_stamp.h"
 #include "sched/pairs_fast_path.h"
@@ -102,6 +107,53 @@ class CallingThreadClaim {
   bool otherThread_ = false;
 };
 
+// A call refused for its arguments on this rank still takes its place in the communicator's
+// call sequence, or each later call would pair with the peers' previous one (and succeed with
+// their other iteration's data). It runs as a void call (OpDesc::refused): no data, its call
+// number, and on the host path a realignment it asks for at once (sched/realign.h), so the
+// peers' matching call fails naming this rank and the argument, and the next call is exact
+// everywhere; with ACCL_CHECK_MISMATCH=2 its fingerprint says it was refused. Outside groups,
+// for collectives of communicators whose calls carry stamps or fingerprints on the host path
+// and whose ranks are in different processes. The void call waits, like any collective, for
+// the peers to reach their matching call.
+void runVoidCall(const Call& c, const std::shared_ptr<Comm>& comm, RefusedArg arg, const char* text) {
+  const bool stamps = callStampsOn() && comm->backend->hostBuffers();
+  const bool fingerprints = param::checkMismatch() == 2 && comm->backend->hostBuffers();
+  if (c.kind == OpKind::Send || c.kind == OpKind::Recv || comm->nranks < 2 || inGroup() || comm->kernelPath ||
+      comm->stagedPath || !(stamps || fingerprints) || peerRankInThisProcess(*comm))
+    return;  // (ranks of one process: one thread may drive them all, and a void call waits for them)
+  OpDesc op;
+  if (comm->backend->resolveStream(c.fn, c.stream, &op.stream) != ncclSuccess) return;
+  op.kind = c.kind;
+  op.count = c.count;
+  op.type = c.type >= 0 && c.type < ncclNumTypes ? static_cast<ncclDataType_t>(c.type) : ncclInt8;
+  if (hasReduction(c.kind) && c.op >= 0 && c.op < ncclNumOps && c.op != ncclAvg)
+    op.red = static_cast<dev::RedKind>(c.op);
+  op.root = c.root;
+  op.comm = comm;
+  op.refusedArg = arg;
+  op.refused = std::string("rank ") + std::to_string(comm->rank) + " refused its call for its arguments (" + text + ")";
+  if (stamps) {
+    op.stamp = stampOf(op, comm->callSeq.fetch_add(1, std::memory_order_relaxed) + 1);
+    op.stamp.flags |= kStampRefused;
+    op.refused += " (call #" + std::to_string(op.stamp.seq) + ")";
+  }
+  (void)enqueueOp(std::make_unique<OpDesc>(std::move(op)));  // fails with the peers' call; this one's error is `arg`
+}
+
+// WARNs why the call is refused, runs its void stand-in, and returns ncclInvalidArgument.
+[[gnu::format(printf, 4, 5)]] ncclResult_t refuse(const Call& c, const std::shared_ptr<Comm>& comm, RefusedArg arg,
+                                                  const char* fmt, ...) {
+  char text[320];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof(text), fmt, ap);
+  va_end(ap);
+  WARN("%s", text);
+  runVoidCall(c, comm, arg, text);
+  return ncclInvalidArgument;
+}
+
 ncclResult_t record(const Call& c) {
   std::shared_ptr<Comm> comm;
   NCCLCHECK(lookupComm(c.comm, c.fn, &comm));
@@ -124,19 +176,17 @@ ncclResult_t record(const Call& c) {
     return ncclInvalidUsage;
   }
   if (c.type < 0 || c.type >= ncclNumTypes) {
-    WARN("%s: datatype = %d is not a valid ncclDataType_t", c.fn, c.type);
-    return ncclInvalidArgument;
+    return refuse(c, comm, RefusedArg::Datatype, "%s: datatype = %d is not a valid ncclDataType_t", c.fn, c.type);
   }
   const ncclDataType_t type = static_cast<ncclDataType_t>(c.type);
   const int n = comm->nranks;
   const size_t esize = dev::typeSize(type);
   if (c.count > SIZE_MAX / esize / static_cast<size_t>(n)) {
-    WARN("%s: count = %zu overflows the address space for %s on %d ranks", c.fn, c.count, dev::typeName(type), n);
-    return ncclInvalidArgument;
+    return refuse(c, comm, RefusedArg::Count, "%s: count = %zu overflows the address space for %s on %d ranks", c.fn,
+                  c.count, dev::typeName(type), n);
   }
   if (hasRoot(c.kind) && (c.root < 0 || c.root >= n)) {
-    WARN("%s: root = %d is out of range [0, %d)", c.fn, c.root, n);
-    return ncclInvalidArgument;
+    return refuse(c, comm, RefusedArg::Root, "%s: root = %d is out of range [0, %d)", c.fn, c.root, n);
   }
   if ((c.kind == OpKind::Send || c.kind == OpKind::Recv) && (c.root < 0 || c.root >= n)) {
     WARN("%s: peer = %d is out of range [0, %d)", c.fn, c.root, n);
@@ -154,49 +204,52 @@ ncclResult_t record(const Call& c) {
   op.stream = stream;
   if (hasReduction(c.kind)) {
     if (c.op < 0) {
-      WARN("%s: op = %d is not a valid ncclRedOp_t", c.fn, c.op);
-      return ncclInvalidArgument;
+      return refuse(c, comm, RefusedArg::Op, "%s: op = %d is not a valid ncclRedOp_t", c.fn, c.op);
     }
     if (c.op < ncclNumOps) {
       op.avg = c.op == ncclAvg;
       op.red = c.op == ncclAvg ? dev::RedKind::Sum : static_cast<dev::RedKind>(c.op);
     } else {
-      std::lock_guard<std::mutex> lk(comm->redOpMu);
-      size_t idx = static_cast<size_t>(c.op) - ncclNumOps;
-      if (idx >= comm->redOps.size() || !comm->redOps[idx].live) {
-        WARN("%s: op = %d is neither a built-in op nor a live ncclRedOpCreatePreMulSum handle of comm %p", c.fn,
-             c.op, static_cast<void*>(c.comm));
-        return ncclInvalidArgument;
+      ncclDataType_t madeFor = type;
+      bool live = false;
+      {
+        std::lock_guard<std::mutex> lk(comm->redOpMu);  // not held while a refused call runs
+        size_t idx = static_cast<size_t>(c.op) - ncclNumOps;
+        if (idx < comm->redOps.size() && comm->redOps[idx].live) {
+          const RedOpEntry& e = comm->redOps[idx];
+          live = true;
+          madeFor = e.type;
+          std::memcpy(op.scalar, e.scalar, sizeof(op.scalar));
+          if (e.residence == ncclScalarDevice) op.deviceScalar = e.deviceScalar;
+        }
       }
-      const RedOpEntry& e = comm->redOps[idx];
-      if (e.type != type) {
-        WARN("%s: op %d was created for %s but is used with %s", c.fn, c.op, dev::typeName(e.type),
-             dev::typeName(type));
-        return ncclInvalidArgument;
-      }
+      if (!live)
+        return refuse(c, comm, RefusedArg::Op,
+                      "%s: op = %d is neither a built-in op nor a live ncclRedOpCreatePreMulSum handle of comm %p",
+                      c.fn, c.op, static_cast<void*>(c.comm));
+      if (madeFor != type)
+        return refuse(c, comm, RefusedArg::Op, "%s: op %d was created for %s but is used with %s", c.fn, c.op,
+                      dev::typeName(madeFor), dev::typeName(type));
       op.preMul = true;
       op.red = dev::RedKind::Sum;
-      std::memcpy(op.scalar, e.scalar, sizeof(op.scalar));
-      if (e.residence == ncclScalarDevice) op.deviceScalar = e.deviceScalar;
     }
   }
   if (c.count > 0) {
     Extents e = extentsOf(c, comm->rank, n);
     if (e.needSend && c.sendbuff == nullptr) {
-      WARN("%s: sendbuff is NULL with count = %zu", c.fn, c.count);
-      return ncclInvalidArgument;
+      return refuse(c, comm, RefusedArg::SendBuff, "%s: sendbuff is NULL with count = %zu", c.fn, c.count);
     }
     if (e.needRecv && c.recvbuff == nullptr) {
-      WARN("%s: recvbuff is NULL with count = %zu", c.fn, c.count);
-      return ncclInvalidArgument;
+      return refuse(c, comm, RefusedArg::RecvBuff, "%s: recvbuff is NULL with count = %zu", c.fn, c.count);
     }
     if (e.needSend && e.needRecv) {
       uintptr_t s0 = reinterpret_cast<uintptr_t>(c.sendbuff), s1 = s0 + e.sendElems * esize;
       uintptr_t r0 = reinterpret_cast<uintptr_t>(c.recvbuff), r1 = r0 + e.recvElems * esize;
       if (s0 < r1 && r0 < s1 && !legalOverlap(c, comm->rank, esize)) {
-        WARN("%s: sendbuff %p and recvbuff %p overlap but are not the in-place layout this collective defines",
-             c.fn, c.sendbuff, c.recvbuff);
-        return ncclInvalidArgument;
+        return refuse(c, comm, RefusedArg::Overlap,
+                      "%s: sendbuff %p and recvbuff %p overlap but are not the in-place layout this collective "
+                      "defines",
+                      c.fn, c.sendbuff, c.recvbuff);
       }
     }
   }

@@ -148,6 +148,13 @@ bool findLiveComm(ncclComm_t handle, std::shared_ptr<Comm>* out) {
   return true;
 }
 
+bool peerRankInThisProcess(const Comm& c) {
+  std::lock_guard<std::mutex> lk(gLiveMu);
+  for (ncclComm_t h : liveComms())
+    if (h->impl && h->impl.get() != &c && h->impl->nonce == c.nonce) return true;
+  return false;
+}
+
 ncclResult_t lookupComm(ncclComm_t handle, const char* fn, std::shared_ptr<Comm>* out) {
   if (handle == nullptr) {
     WARN("%s: comm argument is NULL", fn);

@@ -157,6 +157,10 @@ void unregisterComm(ncclComm_t handle);
 ncclResult_t lookupComm(ncclComm_t handle, const char* fn, std::shared_ptr<Comm>* out);
 // The same without a WARN: false when `handle` is no live communicator.
 bool findLiveComm(ncclComm_t handle, std::shared_ptr<Comm>* out);
+// Whether another rank of `c`'s communicator lives in this process (ncclCommInitAll, thread
+// ranks): one thread may drive several of them, so no call may wait for the others outside
+// the calls the application makes.
+bool peerRankInThisProcess(const Comm& c);
 
 }  // namespace accl
 

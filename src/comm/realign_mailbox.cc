@@ -35,6 +35,24 @@ bool RealignMailbox::deposit(const RealignNote& note, int nranks) {
   return true;
 }
 
+std::vector<uint64_t>* RealignMailbox::recordCallStart(uint64_t order, uint64_t board, int nranks) {
+  std::lock_guard<std::mutex> lk(recentMu_);
+  CallStart& slot = recent_[nextRecent_++ % kRecentCalls];
+  slot.order = order;
+  slot.board = board;
+  slot.sentAt.assign(nranks, ~uint64_t(0));  // allocates once per slot: nranks never changes
+  return &slot.sentAt;
+}
+
+void RealignMailbox::earliestAfter(uint64_t order, uint64_t* board, std::vector<uint64_t>* pos) {
+  std::lock_guard<std::mutex> lk(recentMu_);
+  for (const CallStart& s : recent_) {
+    if (s.order == ~uint64_t(0) || s.order <= order) continue;
+    *board = std::min(*board, s.board);
+    for (size_t p = 0; p < pos->size() && p < s.sentAt.size(); p++) (*pos)[p] = std::min((*pos)[p], s.sentAt[p]);
+  }
+}
+
 std::vector<RealignNote> RealignMailbox::notes(uint64_t order) {
   std::lock_guard<std::mutex> lk(mu_);
   std::vector<RealignNote> out = notes_;

@@ -46,6 +46,16 @@ class RealignMailbox {
   std::string localWhy(uint64_t order);
   // Realignment `order` is over: its notes go, a later one (if any) stays wanted.
   void done(uint64_t order);
+  // Where this rank's finished call `order` began: its board position and, per peer, where its
+  // first stamp went in the stream (~0: none). The last kRecentCalls are kept: a rank that ran
+  // calls ahead of a mismatch its peers have not reached yet (a broadcast root needs nobody)
+  // keeps every call after the mismatched one when it joins the realignment.
+  static constexpr int kRecentCalls = 16;
+  // Returns the slot's per-peer positions (all ~0) for the caller to fill: only the thread that
+  // runs the communicator's works in ticket order records, and the realignment runs in one too.
+  std::vector<uint64_t>* recordCallStart(uint64_t order, uint64_t board, int nranks);
+  // Lowers *board and pos[peer] to where the earliest recorded call after `order` began.
+  void earliestAfter(uint64_t order, uint64_t* board, std::vector<uint64_t>* pos);
 
  private:
   std::atomic<uint64_t> wanted_{0};
@@ -54,6 +64,14 @@ class RealignMailbox {
   std::vector<RealignNote> notes_;
   std::string localWhy_;
   uint64_t localOrder_ = 0;
+  struct CallStart {
+    uint64_t order = ~uint64_t(0);
+    uint64_t board = 0;
+    std::vector<uint64_t> sentAt;
+  };
+  std::mutex recentMu_;
+  CallStart recent_[kRecentCalls];
+  unsigned nextRecent_ = 0;
 };
 
 // Bytes a note takes on the wire for `nranks` ranks, and its encoding (fixed-width fields).

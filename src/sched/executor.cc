@@ -46,6 +46,21 @@ int findCulprit(Comm& c) {
   return -1;
 }
 
+// Where a finished work's calls began (comm/realign_mailbox.h recordCallStart), for a
+// realignment this rank joins later, ahead of the mismatched call.
+void recordCallStart(CommWork& w) {
+  Comm& c = *w.comm;
+  uint64_t order = ~uint64_t(0);
+  for (const auto& op : w.ops)
+    if (op->stamp.magic == kCallStampMagic) order = std::min(order, stampOrder(op->stamp));
+  if (order == ~uint64_t(0) || c.nranks < 2) return;
+  std::vector<uint64_t>* sentAt =
+      c.realign.recordCallStart(order, w.boardAtStart == ~uint64_t(0) ? c.board.posted : w.boardAtStart, c.nranks);
+  for (auto& phase : w.phases)
+    for (const Lane& lane : phase)
+      for (int p = 0; p < c.nranks; p++) (*sentAt)[p] = std::min((*sentAt)[p], lane.firstStampSentAt(p));
+}
+
 // fatal = false: the error is this work's alone (mismatched calls caught before any data
 // moved); the communicator stays usable.
 void finishWork(CommWork& w, ncclResult_t res, int culprit = -1, bool fatal = true) {
@@ -59,6 +74,7 @@ void finishWork(CommWork& w, ncclResult_t res, int culprit = -1, bool fatal = tr
     culprit = -1;
   }
   w.result = res;
+  if (res == ncclSuccess) recordCallStart(w);
   if (res == ncclRemoteError && culprit < 0 && c.asyncError.load() == ncclSuccess) culprit = findCulprit(c);
   {
     std::lock_guard<std::mutex> lk(c.statusMu);
@@ -105,6 +121,13 @@ bool realignWork(CommWork& w, bool erred) {
   }
   if (out == RealignOutcome::CallCarriesOn) w.skippedBy = -1;
   return false;
+}
+
+// The void call of work `w` that carries a stamp (sched/op.h OpDesc::refused); null if none.
+const OpDesc* refusedCallOf(const CommWork& w) {
+  for (const auto& op : w.ops)
+    if (op->refusedArg != RefusedArg::None && op->stamp.magic == kCallStampMagic) return op.get();
+  return nullptr;
 }
 
 ncclResult_t progressSockets(Comm& c) {
@@ -175,6 +198,19 @@ bool progressOnce(std::vector<std::unique_ptr<CommWork>>& works, bool* allDone) 
         if (err != ncclSuccess) INFO(kSubsysColl, "rank %d: operation not run: communicator %s", c.rank, why);
         else WARN("rank %d: operation not run: communicator %s", c.rank, why);
         finishWork(w, err != ncclSuccess ? static_cast<ncclResult_t>(err) : ncclInvalidUsage);
+        workMoved = true;
+        continue;
+      }
+      // A void call (a call refused for its arguments, sched/op.h): it asks for the realignment
+      // that fails the peers' matching call, and takes part in it.
+      if (const OpDesc* refused = refusedCallOf(w)) {
+        c.realign.request(stampOrder(refused->stamp), refused->refused);
+        if (!c.realign.wanted()) {
+          finishWork(w, ncclInvalidArgument, -1, false);  // already realigned past it: nothing to fail
+          workMoved = true;
+          continue;
+        }
+        if (!realignWork(w, false)) continue;  // an earlier realignment first: joins again next pass
         workMoved = true;
         continue;
       }

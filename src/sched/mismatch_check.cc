@@ -18,7 +18,8 @@ Fingerprint::Call callOf(const OpDesc& op) {
   const bool rankOrder = (op.kind == OpKind::AllReduce || op.kind == OpKind::Reduce ||
                           op.kind == OpKind::ReduceScatter) &&
                          op.comm->deterministic.load(std::memory_order_relaxed);
-  c.flags = static_cast<uint8_t>((op.avg ? 1 : 0) | (op.preMul ? 2 : 0) | (rankOrder ? 4 : 0));
+  c.flags = static_cast<uint8_t>((op.avg ? 1 : 0) | (op.preMul ? 2 : 0) | (rankOrder ? 4 : 0) |
+                                 (op.refusedArg != RefusedArg::None ? 0x80 : 0));
   return c;
 }
 
@@ -32,6 +33,9 @@ std::string describe(const Fingerprint& f) {
     if (c.flags & 4) d += " in rank order (deterministic)";
   }
   if (f.nops > 2) d += " + " + std::to_string(f.nops - 2) + " more";
+  if (f.refused)
+    d += " (refused for its argument " + std::string(refusedArgName(static_cast<RefusedArg>(f.refused))) +
+         ", a void call)";
   return d.empty() ? "no collective" : d;
 }
 
@@ -91,6 +95,8 @@ Fingerprint fingerprintOf(const std::vector<const OpDesc*>& collectives) {
     const unsigned char* p = reinterpret_cast<const unsigned char*>(&c);
     for (size_t b = 0; b < sizeof(c); b++) h = (h ^ p[b]) * 1099511628211ull;
     if (i < 2) f.calls[i] = c;
+    if (collectives[i]->refusedArg != RefusedArg::None && f.refused == 0)
+      f.refused = static_cast<uint32_t>(collectives[i]->refusedArg);
   }
   f.hash = h;
   return f;

@@ -19,11 +19,11 @@ struct Fingerprint {
   struct Call {
     uint64_t count;
     int32_t root;
-    uint8_t kind, type, red, flags;  // flags: 1 avg, 2 premulsum, 4 rank order (ACCL_DETERMINISTIC)
+    uint8_t kind, type, red, flags;  // flags: 1 avg, 2 premulsum, 4 rank order (ACCL_DETERMINISTIC), 0x80 refused
   };
   uint64_t magic;
   uint32_t nops;
-  uint32_t pad;
+  uint32_t refused;  // RefusedArg of a call refused for its arguments on this rank (a void call), else 0
   uint64_t hash;  // of every call, so groups of more than two collectives compare in full
   uint64_t pad2;
   Call calls[2];  // the first two calls, to name them in the error

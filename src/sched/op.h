@@ -1,5 +1,6 @@
 // op.h: one validated API call, as recorded by the group machinery.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,11 @@ const char* opKindName(OpKind k);
 // how logs and mismatch errors name a call.
 std::string describeCall(OpKind kind, size_t count, ncclDataType_t type, dev::RedKind red, bool avg, bool preMul,
                          int root);
+
+// The argument a call was refused for (api/coll_api.cc); carried by the refused call's void
+// stand-in (OpDesc::refused) so that the peers' matching call fails naming it.
+enum class RefusedArg : uint8_t { None, Datatype, Count, Root, Op, SendBuff, RecvBuff, Overlap, Buffer };
+const char* refusedArgName(RefusedArg a);
 
 struct OpDesc;
 // The streams of `ops` other than the first op's, each once, in order of first use: they wait
@@ -40,6 +46,10 @@ struct OpDesc {
   // What it sends in front of its data and checks in front of its peers' (sched/call_stamp.h);
   // magic 0 when calls carry no stamps.
   CallStamp stamp;
+  // A collective refused on this rank for its arguments: a void call that moves no data but
+  // keeps its place in the call sequence (its peers' matching call fails naming `refused`).
+  RefusedArg refusedArg = RefusedArg::None;
+  std::string refused;
   bool isP2p() const { return kind == OpKind::Send || kind == OpKind::Recv; }
   std::string describe() const { return describeCall(kind, count, type, red, avg, preMul, isP2p() ? peer : root); }
 };

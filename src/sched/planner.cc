@@ -346,6 +346,21 @@ std::vector<dev::StreamRef> otherStreams(const std::vector<std::unique_ptr<OpDes
   return others;
 }
 
+const char* refusedArgName(RefusedArg a) {
+  switch (a) {
+    case RefusedArg::None: return "none";
+    case RefusedArg::Datatype: return "datatype";
+    case RefusedArg::Count: return "count";
+    case RefusedArg::Root: return "root";
+    case RefusedArg::Op: return "op";
+    case RefusedArg::SendBuff: return "sendbuff";
+    case RefusedArg::RecvBuff: return "recvbuff";
+    case RefusedArg::Overlap: return "overlapping sendbuff and recvbuff";
+    case RefusedArg::Buffer: return "a buffer";
+  }
+  return "an argument";
+}
+
 const char* opKindName(OpKind k) {
   switch (k) {
     case OpKind::AllReduce: return "AllReduce";
@@ -383,6 +398,7 @@ ncclResult_t planWork(std::vector<std::unique_ptr<OpDesc>> ops, std::unique_ptr<
   std::vector<OpDesc*> p2p;
   bool collectiveLaneOpen = false;
   for (auto& op : ops) {
+    if (op->refusedArg != RefusedArg::None) continue;  // a void call: no data (sched/op.h)
     switch (op->kind) {
       case OpKind::Send:
       case OpKind::Recv: p2p.push_back(op.get()); break;

@@ -106,6 +106,9 @@ ncclResult_t realignConnections(Comm& c, RealignSite& site, RealignOutcome* out)
     mine.endPos[p] = pos;
   }
   mine.boardPosted = inMismatched ? c.board.posted : site.boardAtStart;
+  // A rank ahead may have finished calls after the mismatched one already (a broadcast root
+  // needs nobody): their bytes are kept too, from where the first of them began.
+  if (!inMismatched) c.realign.earliestAfter(order, &mine.boardPosted, &mine.endPos);
   c.realign.deposit(mine, c.nranks);
   for (int p = 0; p < c.nranks; p++) {
     if (p == c.rank) continue;
@@ -139,12 +142,16 @@ ncclResult_t realignConnections(Comm& c, RealignSite& site, RealignOutcome* out)
     }
   }
   // A call missing on a rank: a rank ahead is in what a rank in the mismatched call is in.
+  // Not where a rank refused its call: its void call kept the numbers alike (a rank ahead then
+  // finished the call, a broadcast that needed nothing of the refusing rank).
   bool missingCall = false;
+  bool refused = false;
   uint32_t callSeq = 0;
+  for (const RealignNote& n : notes) refused = refused || (n.current.flags & kStampRefused);
   for (const RealignNote& a : notes) {
     callSeq = std::max(callSeq, a.callSeq);
     for (const RealignNote& b : notes) {
-      if (!a.inMismatched || b.inMismatched || a.current.magic != kCallStampMagic) continue;
+      if (refused || !a.inMismatched || b.inMismatched || a.current.magic != kCallStampMagic) continue;
       CallStamp renumbered = b.current;
       renumbered.seq = a.current.seq;
       missingCall = missingCall || (b.current.seq > a.current.seq && sameStamp(renumbered, a.current));
