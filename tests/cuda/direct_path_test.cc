@@ -6,7 +6,7 @@
 // ranks; an abort ending a kernel that waits for a peer; capture and replays.
 #include <gtest/gtest.h>
 #include <unistd.h>
-#include <atomic>
+#include <algorithm>
 #include <barrier>
 #include <chrono>
 #include <cstdlib>
