@@ -261,3 +261,43 @@ TEST(DirectPath, CapturedAllReduceReplaysExactlyTwice) {
 
 }  // namespace
 }  // namespace accl_cuda_test
+
+namespace accl_cuda_test {
+namespace {
+
+// One thread drives both ranks in one group on the NULL stream: one direct launch carries both
+// ranks (a block range each), which must run side by side; in place, three times over.
+TEST(DirectPath, OneThreadDrivesTwoRanksInOneGroupInOneLaunch) {
+  REQUIRE_FAKE(d);
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  int devs[2] = {0, 0};
+  ASSERT_EQ(ncclSuccess, ncclCommInitAll(comms, 2, devs));
+  fakeCudaLogReset();
+  const size_t count = (2u << 20) / 8;
+  CUdeviceptr buf[2] = {0, 0};
+  for (int r = 0; r < 2; r++) {
+    ASSERT_EQ(CUDA_SUCCESS, d->memAlloc(&buf[r], count * 8));
+    std::vector<double> v(count, r + 0.5);
+    d->memcpyHtoD(buf[r], v.data(), count * 8);
+  }
+  for (int iter = 0; iter < 3; iter++) {
+    ASSERT_EQ(ncclSuccess, ncclGroupStart());
+    for (int r = 0; r < 2; r++)
+      ASSERT_EQ(ncclSuccess, ncclAllReduce(reinterpret_cast<void*>(buf[r]), reinterpret_cast<void*>(buf[r]), count,
+                                           ncclFloat64, ncclSum, comms[r], nullptr));
+    ASSERT_EQ(ncclSuccess, ncclGroupEnd());
+  }
+  ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(nullptr));
+  for (int r = 0; r < 2; r++) {
+    std::vector<double> v(count);
+    d->memcpyDtoH(v.data(), buf[r], count * 8);
+    EXPECT_EQ(8.0, v[0]) << "rank " << r;  // 0.5 + 1.5 = 2, doubled twice more
+    EXPECT_EQ(8.0, v[count - 1]) << "rank " << r;
+    d->memFree(buf[r]);
+  }
+  EXPECT_EQ(3, launchesSinceReset().direct) << "one launch per group, both ranks in it";
+  for (auto c : comms) EXPECT_EQ(ncclSuccess, ncclCommDestroy(c));
+}
+
+}  // namespace
+}  // namespace accl_cuda_test
