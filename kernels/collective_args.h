@@ -51,6 +51,18 @@ struct KStamp {
 };
 static_assert(sizeof(KStamp) == 24, "call stamp");
 
+// What a rank's direct kernel publishes for its peers (MailboxHeader::direct): its buffers of
+// this call and what the call is, which every peer compares with its own before it touches them.
+struct DirectPost {
+  const char* send;
+  char* recv;
+  uint64_t count;
+  KStamp stamp;
+  uint8_t kind, type, red, scaled;  // scaled: the contribution is multiplied by `scalar` (PreMulSum)
+  uint32_t pad;
+  alignas(8) unsigned char scalar[8];
+};
+
 struct MailboxHeader {
   uint64_t posted[kMailboxRanks][kChannels];    // written by the sender s: chunks it put in my slots
   uint64_t freed[kMailboxRanks][kChannels];     // written by the receiver d: chunks of mine it is done with
@@ -70,6 +82,13 @@ struct MailboxHeader {
   // Catches calls that send nothing to the rank that would check the stamps (roots that differ).
   uint64_t callWord;
   KStamp call;
+  // --- The direct path (kernels/direct_kernel.h, direct_args.h): peers use this rank's user
+  // buffers in place. Counters only grow across calls and replays; zeroStreams clears them.
+  uint64_t directCalls;    // mine: direct calls this rank's kernels have finished
+  uint64_t directArrived;  // mine: blocks of the running direct launch done with their part
+  uint64_t directReady;    // mine: the direct call whose `direct` below is published
+  uint64_t directDone;     // mine: the direct call whose work on every peer's buffers I finished
+  DirectPost direct;
 };
 constexpr size_t kMailboxHeaderBytes = 8192;
 static_assert(sizeof(MailboxHeader) <= kMailboxHeaderBytes, "mailbox header");

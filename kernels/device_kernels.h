@@ -109,3 +109,6 @@ ACCL_KERNEL_NAMED(accl_wait_flag, (const unsigned long long* flag, unsigned long
 
 // The staged kernel (communicators the collective kernel cannot serve): one launch per call.
 #include "staged_kernel.h"
+
+// The direct kernel (ranks of one process that reach each other's buffers): one launch per call.
+#include "direct_kernel.h"

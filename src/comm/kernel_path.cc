@@ -253,6 +253,16 @@ void KernelPath::fillCommon(kern::CollKernelArgs* a) const {
   a->timeoutNs = static_cast<uint64_t>(std::max<int64_t>(0, param::timeoutSec())) * 1000000000ull;
 }
 
+bool KernelPath::allRanksInProcess() const {
+  if (!otherProcesses_.empty() || proxy_) return false;
+  for (int r = 0; r < nranks_; r++) {
+    if (base_[r] == nullptr) return false;
+    for (int p = 0; p < nranks_; p++)
+      if (viaNet_[r][p]) return false;
+  }
+  return true;
+}
+
 void KernelPath::fillRank(kern::CollKernelArgs* a) const {
   // Another rank of this process (whose fillCommon made the table) may reach through its proxy
   // a peer whose mailbox this rank uses, or this rank itself.

@@ -66,6 +66,10 @@ class KernelPath {
   // and that no bootstrap ring neighbour has failed; either fails the communicator (kernels
   // give up) naming the rank. Started by setUpKernelPath.
   void watchPeers(Comm* c);
+  // Whether every rank of the communicator is in this process and every pair reaches each
+  // other's device memory: the direct path's condition (sched/direct_collective.h), the same on
+  // every rank.
+  bool allRanksInProcess() const;
   // The part of every launch's arguments that is the same for every call.
   void fillCommon(kern::CollKernelArgs* a) const;
   // What a launch carrying this rank's tasks needs of this rank (its mailbox and proxy box).

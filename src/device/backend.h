@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 #include "collective_args.h"
+#include "direct_args.h"
 #include "staged_args.h"
 #include "device.h"
 #include "nccl.h"
@@ -150,6 +151,12 @@ class Backend {
   }
   virtual ncclResult_t launchCollective(const StreamRef& s, ncclDataType_t type, RedKind op,
                                         const kern::CollKernelArgs& args) {
+    (void)s, (void)type, (void)op, (void)args;
+    return ncclInvalidUsage;
+  }
+  // Queues one launch of the direct kernel (kernels/direct_kernel.h): args.entries x
+  // args.blocksPerRank blocks of kern::kDirectThreads on s, at call time.
+  virtual ncclResult_t launchDirect(const StreamRef& s, ncclDataType_t type, RedKind op, const kern::DirectArgs& args) {
     (void)s, (void)type, (void)op, (void)args;
     return ncclInvalidUsage;
   }

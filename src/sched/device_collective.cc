@@ -7,6 +7,7 @@
 #include "coll/algorithms.h"
 #include "comm/kernel_path.h"
 #include "sched/call_stamp.h"
+#include "sched/direct_collective.h"
 
 namespace accl {
 namespace {
@@ -347,10 +348,16 @@ ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops) {
   size_t launches = 0;
   for (const RankOps& r : ranks) launches = std::max(launches, r.colls.size());
   for (size_t j = 0; j < launches; j++) {
+    // Collectives on each other's buffers in place (sched/direct_collective.h) take their own launch.
+    std::vector<OpDesc*> direct;
+    for (RankOps& r : ranks)
+      if (j < r.colls.size() && directEligible(*r.colls[j], *r.comm->kernelPath)) direct.push_back(r.colls[j]);
+    for (OpDesc* op : direct) toKernelAddresses(backend, op);
+    if (!direct.empty()) NCCLCHECK(launchDirectOps(direct, first));
     LaunchDraft d(*c0.kernelPath);
     const OpDesc* lead = nullptr;
     for (RankOps& r : ranks) {
-      if (j >= r.colls.size()) continue;
+      if (j >= r.colls.size() || std::find(direct.begin(), direct.end(), r.colls[j]) != direct.end()) continue;
       OpDesc* op = r.colls[j];
       if (op->kind == OpKind::AlltoAll) NCCLCHECK(stageAlltoAll(op, *r.comm->kernelPath, backend, first, capturing));
       toKernelAddresses(backend, op);
@@ -358,6 +365,7 @@ ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops) {
       buildCollective(*op, r.comm->rank, r.comm->nranks, &d);
       if (!lead) lead = op;
     }
+    if (!lead) continue;
     NCCLCHECK(d.finish(lead->describe().c_str()));
     if (d.args().ntasks > 0) NCCLCHECK(backend.launchCollective(first, lead->type, lead->red, d.args()));
   }

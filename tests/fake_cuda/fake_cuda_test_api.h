@@ -62,6 +62,10 @@ unsigned long long fakeCudaDriverCalls(const char* entry) __attribute__((weak));
 unsigned long long fakeCudaQueued(int kind) __attribute__((weak));
 // The i-th launch / copy since the reset (the first 4096 are kept); 0, or -1 when none.
 int fakeCudaLaunchAt(unsigned long long i, struct FakeCudaLaunch* out) __attribute__((weak));
+// Payload bytes kernels that report them (the direct kernel, kernels/direct_kernel.h) loaded
+// (store 0) or stored (store 1) in memory of `kind`: 0 device, 1 imported (CUDA IPC), 2 host.
+unsigned long long fakeCudaPayloadBytes(int kind, int store) __attribute__((weak));
+void fakeCudaPayloadReset(void) __attribute__((weak));
 int fakeCudaCopyAt(unsigned long long i, struct FakeCudaCopy* out) __attribute__((weak));
 }
 

@@ -7,6 +7,8 @@
 // kernel reads from memory are reached through the fake's address map: a kernel that touches
 // host memory the driver does not know, or makes a misaligned 16-byte access, faults: the
 // stream's sticky error and a stderr line naming the kernel and the address.
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -25,6 +27,33 @@ void* accl::kern::hostView(const void* p) {
     throw Fault{Fault::IllegalAddress, what};
   }
   return v;
+}
+
+namespace accl::kern::direct {
+// Declared weak in kernels/direct_kernel.h, which the emulated kernels call through.
+void notePayload(const void* p, uint64_t bytes, int store);
+}  // namespace accl::kern::direct
+
+namespace {
+// Payload bytes the emulated kernels said they moved (accl::kern::direct::notePayload): [store][kind],
+// kind 0 device memory, 1 imported (CUDA IPC), 2 host memory the device reaches.
+std::atomic<unsigned long long> gPayloadBytes[2][3];
+}  // namespace
+
+void accl::kern::direct::notePayload(const void* p, uint64_t bytes, int store) {
+  const fakecuda::Range r = fakecuda::findRange(reinterpret_cast<uintptr_t>(p));
+  const int kind = r.kind == fakecuda::MemKind::Device ? 0 : r.kind == fakecuda::MemKind::Imported ? 1 : 2;
+  gPayloadBytes[store ? 1 : 0][kind].fetch_add(bytes, std::memory_order_relaxed);
+}
+
+FAKE_CUDA_API unsigned long long fakeCudaPayloadBytes(int kind, int store) {
+  if (kind < 0 || kind > 2) return 0;
+  return gPayloadBytes[store ? 1 : 0][kind].load(std::memory_order_relaxed);
+}
+
+FAKE_CUDA_API void fakeCudaPayloadReset(void) {
+  for (auto& row : gPayloadBytes)
+    for (auto& v : row) v.store(0, std::memory_order_relaxed);
 }
 
 namespace fakecuda {

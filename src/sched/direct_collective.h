@@ -1,0 +1,24 @@
+// direct_collective.h: the direct path (kernels/direct_kernel.h): ranks of one process whose
+// devices reach each other run large collectives on each other's user buffers in place, with
+// no mailbox slot in between. Which path a call takes is decided from what every rank shares
+// (the op, its size, the communicator's placement), so all ranks of a call take the same one.
+#pragma once
+#include <vector>
+#include "sched/op.h"
+
+namespace accl {
+
+class KernelPath;
+
+// Whether `op` (a collective of a communicator with a kernel path) runs on the direct path.
+bool directEligible(const OpDesc& op, const KernelPath& kp);
+
+// Launches one direct kernel on `stream` for `ops` (collective j of every rank this launch
+// carries; each directEligible; kernel addresses already resolved).
+ncclResult_t launchDirectOps(const std::vector<OpDesc*>& ops, const dev::StreamRef& stream);
+
+// Blocks per rank for a direct call of `bytes` with `nranks` ranks, when the device keeps
+// `resident` blocks at once (0: unknown).
+int directBlocksPerRank(size_t bytes, int nranks, int resident);
+
+}  // namespace accl
