@@ -183,13 +183,38 @@ def tag_size_mismatch(rank, ws):
     tag_swap(rank, ws)
 
 
+def tag_never_matched(rank, ws):
+    # A receive whose tag the peer never sends fails alone with "Timed out" after the group's
+    # timeout (a group of its own with a short one), naming what it waited for; then that group
+    # still matches tags and runs collectives.
+    g = dist.new_group(list(range(ws)), timeout=datetime.timedelta(seconds=3))
+    if rank == 1:
+        try:
+            dist.recv(torch.zeros(4, dtype=torch.int64), 0, tag=77, group=g)
+        except RuntimeError as e:
+            assert "Timed out" in str(e) and "tag 77 from rank 0" in str(e), f"unclear error: {e}"
+        else:
+            raise AssertionError("a receive with a tag nobody sends completed")
+    dist.barrier()
+    if rank == 0:
+        dist.send(payload(0, 4, 50), 1, tag=78, group=g)
+    elif rank == 1:
+        t = torch.zeros(4, dtype=torch.int64)
+        dist.recv(t, 0, tag=78, group=g)
+        expect(t, payload(0, 4, 50), "tag 78 after a receive that timed out")
+    x = payload(rank, 6, 51)
+    dist.all_reduce(x, group=g)
+    expect(x, sum(payload(r, 6, 51) for r in range(ws)), "all_reduce on the group after the timeout")
+    collectives_exact(rank, ws, 16)
+
+
 def worker(rank, ws, port, result_dir, case):
     try:
         dist.init_process_group("accl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ws,
                                 timeout=datetime.timedelta(seconds=60))
         {"failed_batch": failed_batch, "p2p_across_collective": p2p_across_collective, "tag_swap": tag_swap,
          "tags_interleaved": tags_interleaved, "tags_batch": tags_batch,
-         "tag_size_mismatch": tag_size_mismatch}[case](rank, ws)
+         "tag_size_mismatch": tag_size_mismatch, "tag_never_matched": tag_never_matched}[case](rank, ws)
         dist.barrier()
         dist.destroy_process_group()
     except Exception:

@@ -29,6 +29,7 @@ def test_p2p_pending_across_collective(world_size, tmp_path):
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
-@pytest.mark.parametrize("case", ["tag_swap", "tags_interleaved", "tags_batch", "tag_size_mismatch"])
+@pytest.mark.parametrize("case", ["tag_swap", "tags_interleaved", "tags_batch", "tag_size_mismatch",
+                                  "tag_never_matched"])
 def test_p2p_tags(case, world_size, tmp_path):
     spawn(case, world_size, tmp_path)
