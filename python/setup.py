@@ -41,7 +41,7 @@ def cuda_include_dir():
 
 csrc = "torch_accl/csrc"
 sources = [os.path.join(csrc, f) for f in ("library.cc", "nccl_types.cc", "streams.cc", "work.cc", "send_ledger.cc",
-                                          "backend.cc",
+                                          "tag_lane.cc", "backend.cc",
                                           "collectives.cc", "module.cc")]
 include_dirs = [os.path.join(repo, "include")]
 libraries = ["dl"]

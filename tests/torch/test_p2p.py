@@ -1,5 +1,5 @@
-"""Point-to-point ops on "accl" (CPU tensors) next to collectives, and a failed batch_isend_irecv
-(p2p_worker.py), 2 and 3 ranks, exact payloads."""
+"""Point-to-point ops on "accl" (CPU tensors) next to collectives, a failed batch_isend_irecv, and
+send/recv matched by (peer, tag) as on gloo (p2p_worker.py), 2 and 3 ranks, exact payloads."""
 import glob
 import os
 
@@ -26,3 +26,10 @@ def test_failed_batch_leaves_coalescing(world_size, tmp_path):
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_p2p_pending_across_collective(world_size, tmp_path):
     spawn("p2p_across_collective", world_size, tmp_path)
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+@pytest.mark.parametrize("case", ["tag_swap", "tags_interleaved", "tags_batch", "tag_size_mismatch",
+                                  "tag_never_matched"])
+def test_p2p_tags(case, world_size, tmp_path):
+    spawn(case, world_size, tmp_path)

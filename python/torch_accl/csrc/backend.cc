@@ -42,12 +42,16 @@ AcclBackend::AcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
   check(api().ncclHostStreamCreate(&stream_), "ncclHostStreamCreate");
   p2pComm_ = initComm("accl/unique_id/p2p", /*host=*/true);
   check(api().ncclHostStreamCreate(&p2pStream_), "ncclHostStreamCreate");
+  tagComm_ = initComm("accl/unique_id/tag", /*host=*/true);
+  check(api().ncclHostStreamCreate(&tagStream_), "ncclHostStreamCreate");
   ledger_ = std::make_unique<SendLedger>(store_, rank, size);
+  tagLane_ = std::make_unique<TagLane>(store_, rank, size);
   // CUDA tensors: a communicator on the current device now, while every rank is here (a first
   // send/recv could not create one). Every rank of a job sees the same kind of machine.
   if (cudaDeviceCount() > 0 && libraryHasCuda()) deviceComm(currentCudaDevice(), true, "init_process_group");
-  completer_ = std::thread([this] { completionLoop(false); });
-  p2pCompleter_ = std::thread([this] { completionLoop(true); });
+  completer_ = std::thread([this] { completionLoop(Lane::Coll); });
+  p2pCompleter_ = std::thread([this] { completionLoop(Lane::P2P); });
+  tagCompleter_ = std::thread([this] { completionLoop(Lane::Tag); });
   watchdog_ = std::thread([this] { watchdogLoop(); });
 }
 
@@ -99,6 +103,18 @@ void AcclBackend::eagerConnectSingleDevice(at::Device device) {
 void AcclBackend::shutdown() {
   flushP2P();  // a last isend before destroy_process_group still goes out
   {
+    std::lock_guard<std::mutex> lk(launchMu_);
+    if (tagLane_) {  // receives never matched: they fail rather than hang their waiters
+      auto err = std::make_exception_ptr(c10::DistBackendError(
+          c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+          c10::str("accl: the process group was shut down before this tagged op was matched on rank ", rank_)));
+      for (auto& op : tagLane_->dropAll()) {
+        op.work->hostEnqueued();
+        op.work->finish(err);
+      }
+    }
+  }
+  {
     std::lock_guard<std::mutex> lk(qmu_);
     if (stopping_) return;
     stopping_ = true;
@@ -107,10 +123,11 @@ void AcclBackend::shutdown() {
   wdCv_.notify_all();
   if (completer_.joinable()) completer_.join();
   if (p2pCompleter_.joinable()) p2pCompleter_.join();
+  if (tagCompleter_.joinable()) tagCompleter_.join();
   if (watchdog_.joinable()) watchdog_.join();
   const Api& a = api();
   bool bad = aborted_.load() || failed_.load();
-  for (auto [comm, stream] : {std::pair{comm_, stream_}, std::pair{p2pComm_, p2pStream_}}) {
+  for (auto [comm, stream] : {std::pair{comm_, stream_}, std::pair{p2pComm_, p2pStream_}, std::pair{tagComm_, tagStream_}}) {
     if (bad) {  // abort first: destroying the host stream waits for what is queued on it
       a.ncclCommAbort(comm);
       a.ncclHostStreamDestroy(stream);
@@ -131,11 +148,12 @@ void AcclBackend::abortComm() {
   if (aborted_.compare_exchange_strong(expected, true)) {
     api().ncclCommAbort(comm_);
     api().ncclCommAbort(p2pComm_);
+    api().ncclCommAbort(tagComm_);
   }
 }
 
 std::string AcclBackend::lastError() const {
-  for (ncclComm_t comm : {comm_, p2pComm_}) {
+  for (ncclComm_t comm : {comm_, p2pComm_, tagComm_}) {
     const char* e = comm ? api().ncclGetLastError(comm) : nullptr;
     if (e && *e) return std::string(e);
   }
@@ -280,7 +298,74 @@ void AcclBackend::flushP2P() {
   flushPendingLocked();
 }
 
+void AcclBackend::launchTagged(TaggedOp op) {
+  std::lock_guard<std::mutex> lk(launchMu_);
+  if (coalescing_) batchTagged_.push_back(op.work);
+  tagLane_->add(std::move(op));
+}
+
+std::string AcclBackend::dropHeld(const AcclWork* w) {
+  std::lock_guard<std::mutex> lk(launchMu_);
+  std::string why = tagLane_->whyHeld(w);
+  if (!tagLane_->drop(w)) return "";
+  return why.empty() ? "never matched" : why;
+}
+
+void AcclBackend::flushTagsLocked() {
+  if (coalescing_ || tagLane_->held() == 0) return;
+  TagFlush f;
+  try {
+    f = tagLane_->take();
+  } catch (const std::exception& e) {  // the store is gone: what is held stays held (and times out)
+    TORCH_WARN("accl: matching tagged send/recv on rank ", rank_, " failed: ", e.what());
+    return;
+  }
+  for (auto& [w, err] : f.failed) {
+    w->hostEnqueued();
+    w->finish(err);
+  }
+  if (f.works.empty() && f.wire.empty()) return;
+  c10::intrusive_ptr<AcclWork> work;
+  if (f.works.size() == 1 && f.scratch.empty()) {
+    work = f.works.front();
+  } else {
+    std::vector<at::Tensor> outs;
+    for (auto& w : f.works) outs.insert(outs.end(), w->outputs_.begin(), w->outputs_.end());
+    work = c10::make_intrusive<AcclWork>(rank_, c10d::OpType::COALESCED, "tagged send/recv", timeout_, this, outs);
+    work->members_ = f.works;
+    work->keepAlive_ = f.scratch;
+    for (auto& w : f.works) work->keepAlive_.insert(work->keepAlive_.end(), w->keepAlive_.begin(), w->keepAlive_.end());
+  }
+  std::vector<TagWire> wire = std::move(f.wire);
+  try {
+    launchOnLane(work, [this, wire](const Target& tg) {
+      if (wire.empty()) return;  // receives served from parked messages only
+      const Api& a = api();
+      check(a.ncclGroupStart(), "ncclGroupStart");
+      try {
+        for (auto& x : wire) {
+          check(x.send ? a.ncclSend(x.data, (size_t)x.bytes, ncclUint8, x.peer, tg.comm, tg.stream)
+                       : a.ncclRecv(x.data, (size_t)x.bytes, ncclUint8, x.peer, tg.comm, tg.stream),
+                x.send ? "send (tagged)" : "recv (tagged)");
+        }
+      } catch (...) {
+        a.ncclGroupEnd();
+        throw;
+      }
+      check(a.ncclGroupEnd(), "ncclGroupEnd");
+    }, Lane::Tag);
+  } catch (...) {
+    auto err = std::current_exception();
+    for (auto& w : f.works) {
+      if (w->launched_.load()) continue;
+      w->hostEnqueued();
+      w->finish(err);
+    }
+  }
+}
+
 c10::intrusive_ptr<AcclWork> AcclBackend::flushPendingLocked(bool raise) {
+  flushTagsLocked();
   if (pending_.empty()) return {};
   std::vector<PendingOp> ops;
   ops.swap(pending_);
@@ -352,11 +437,42 @@ void AcclBackend::startCoalescing() {
   std::lock_guard<std::mutex> lk(launchMu_);
   flushPendingLocked();
   coalescing_ = true;
+  batchTagged_.clear();
 }
 
 c10::intrusive_ptr<c10d::Work> AcclBackend::endCoalescing() {
   std::lock_guard<std::mutex> lk(launchMu_);
   coalescing_ = false;
+  std::vector<c10::intrusive_ptr<AcclWork>> parts;
+  parts.swap(batchTagged_);
+  if (!parts.empty()) {
+    // Tagged ops start when they can be matched: the batch's Work completes with all of its parts.
+    std::vector<at::Tensor> outs;
+    for (auto& p : parts) outs.insert(outs.end(), p->outputs_.begin(), p->outputs_.end());
+    auto untagged = flushPendingLocked(/*raise=*/true);
+    if (untagged) parts.push_back(untagged);
+    auto batch = c10::make_intrusive<AcclWork>(rank_, c10d::OpType::COALESCED, "coalesced send/recv", timeout_,
+                                               this, outs);
+    batch->hostEnqueued();
+    struct Count {
+      std::mutex mu;
+      size_t left;
+      std::exception_ptr err;
+    };
+    auto count = std::make_shared<Count>();
+    count->left = parts.size();
+    for (auto& p : parts) {
+      p->onFinish([count, batch](std::exception_ptr err) {
+        std::unique_lock<std::mutex> lk(count->mu);
+        if (err && !count->err) count->err = err;
+        if (--count->left > 0) return;
+        auto first = count->err;
+        lk.unlock();
+        batch->finish(first);
+      });
+    }
+    return batch;
+  }
   if (!pending_.empty()) return flushPendingLocked(/*raise=*/true);  // endCoalescing's caller sees a failure
   auto work = c10::make_intrusive<AcclWork>(rank_, c10d::OpType::COALESCED, "coalesced (empty)", timeout_, this,
                                             std::vector<at::Tensor>{});
@@ -378,25 +494,35 @@ size_t AcclBackend::abortCoalescing(const std::string& why) {
     op.work->hostEnqueued();
     op.work->finish(err);
   }
-  return ops.size();
+  size_t dropped = ops.size();
+  std::vector<c10::intrusive_ptr<AcclWork>> tagged;
+  tagged.swap(batchTagged_);
+  for (auto& w : tagged) {
+    if (!tagLane_->drop(w.get())) continue;
+    w->hostEnqueued();
+    w->finish(err);
+    ++dropped;
+  }
+  return dropped;
 }
 
 void AcclBackend::launchLocked(const c10::intrusive_ptr<AcclWork>& work,
                                const std::function<void(const Target&)>& body, bool p2p) {
   std::optional<c10::Device> device = deviceOf(*work);
-  if (!device || device->is_cpu()) return launchHost(work, body, p2p);
+  if (!device || device->is_cpu()) return launchOnLane(work, body, p2p ? Lane::P2P : Lane::Coll);
   TORCH_CHECK(device->is_cuda(), "accl: ", work->opName_, ": tensors on ", *device,
               " - the accl backend serves CPU and CUDA tensors");
   launchDevice(work, *device, body);
 }
 
-void AcclBackend::launchHost(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body,
-                             bool p2p) {
-  cudaStream_t stream = p2p ? p2pStream_ : stream_;
+void AcclBackend::launchOnLane(const c10::intrusive_ptr<AcclWork>& work,
+                               const std::function<void(const Target&)>& body, Lane lane) {
+  cudaStream_t stream = lane == Lane::Tag ? tagStream_ : lane == Lane::P2P ? p2pStream_ : stream_;
+  ncclComm_t comm = lane == Lane::Tag ? tagComm_ : lane == Lane::P2P ? p2pComm_ : comm_;
   ncclHostEvent_t ev = nullptr;
   check(api().ncclHostEventCreate(&ev), "ncclHostEventCreate");
   try {
-    body(Target{p2p ? p2pComm_ : comm_, stream});
+    body(Target{comm, stream});
   } catch (...) {
     api().ncclHostEventDestroy(ev);
     throw;
@@ -406,7 +532,7 @@ void AcclBackend::launchHost(const c10::intrusive_ptr<AcclWork>& work, const std
   work->hostEnqueued();
   {
     std::lock_guard<std::mutex> qlk(qmu_);
-    (p2p ? p2pQueue_ : queue_).push_back(work);
+    (lane == Lane::Tag ? tagQueue_ : lane == Lane::P2P ? p2pQueue_ : queue_).push_back(work);
   }
   qcv_.notify_all();
 }
@@ -427,11 +553,12 @@ void AcclBackend::launchDevice(const c10::intrusive_ptr<AcclWork>& work, c10::De
   work->deviceEnqueued(device, side.recordEvent());
 }
 
-void AcclBackend::completionLoop(bool p2p) {
+void AcclBackend::completionLoop(Lane lane) {
   const Api& a = api();
-  auto& queue = p2p ? p2pQueue_ : queue_;
-  cudaStream_t stream = p2p ? p2pStream_ : stream_;
-  ncclComm_t comm = p2p ? p2pComm_ : comm_;
+  bool p2p = lane != Lane::Coll;
+  auto& queue = lane == Lane::Tag ? tagQueue_ : lane == Lane::P2P ? p2pQueue_ : queue_;
+  cudaStream_t stream = lane == Lane::Tag ? tagStream_ : lane == Lane::P2P ? p2pStream_ : stream_;
+  ncclComm_t comm = lane == Lane::Tag ? tagComm_ : lane == Lane::P2P ? p2pComm_ : comm_;
   for (;;) {
     c10::intrusive_ptr<AcclWork> w;
     {
@@ -485,7 +612,9 @@ void AcclBackend::watchdogLoop() {
   while (!stopping_) {
     wdCv_.wait_for(lk, std::chrono::milliseconds(100));
     int64_t held = pendingSince_.load();
-    if (held != 0 && nowTicks() - held > std::chrono::steady_clock::duration(kP2PFlushAfter).count()) {
+    int64_t tagHeld = tagLane_->heldSince();
+    auto after = std::chrono::steady_clock::duration(kP2PFlushAfter).count();
+    if ((held != 0 && nowTicks() - held > after) || (tagHeld != 0 && nowTicks() - tagHeld > after)) {
       lk.unlock();
       flushP2P();  // a failure lands in the ops' Works
       lk.lock();

@@ -1,9 +1,10 @@
 // backend.h: the torch.distributed backend "accl" (a c10d::Backend) over ACCL's NCCL API.
 //
-// Communicators: two for CPU tensors (created with the group, each served by an ACCL host
+// Communicators: three for CPU tensors (created with the group, each served by an ACCL host
 // stream): one for collectives, one for point-to-point ops, so that a send or receive waiting for
 // its peer never holds up a collective behind it (isend then all_reduce on one rank, all_reduce
-// then recv on its peer complete, as on gloo); each has its own completion thread.
+// then recv on its peer complete, as on gloo), and one for send/recv with a nonzero tag, matched
+// by (peer, tag) as gloo does (tag_lane.h); each has its own completion thread.
 // and one per GPU for CUDA tensors: for the current CUDA device when the group is created (if
 // torch sees a GPU), for another device on its first collective there. Each op checks its
 // tensors in the calling thread, stages what NCCL cannot use in place (non-contiguous tensors,
@@ -32,6 +33,7 @@
 #include "nccl_types.h"
 #include "send_ledger.h"
 #include "streams.h"
+#include "tag_lane.h"
 #include "torch_compat.h"
 #include "work.h"
 
@@ -77,6 +79,8 @@ class AcclBackend : public c10d::Backend, public WorkOwner {
   std::string missingPeers(uint64_t seq) override;
   void checkDeviceComm(c10::Device device, const std::string& opName) override;
   void flushP2P() override;
+  bool taggedHeld() const override { return tagLane_->held() > 0; }
+  std::string dropHeld(const AcclWork* w) override;
 
   // ---- collectives.cc ----
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;
@@ -176,12 +180,19 @@ class AcclBackend : public c10d::Backend, public WorkOwner {
   // p2p: a send/receive (batch); on CPU tensors it runs on the point-to-point communicator.
   void launchLocked(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body,
                     bool p2p = false);
-  void launchHost(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body,
-                  bool p2p);
   void launchDevice(const c10::intrusive_ptr<AcclWork>& work, c10::Device device,
                     const std::function<void(const Target&)>& body);
-  // One per host stream: completes that stream's Works in order (p2p: the point-to-point one).
-  void completionLoop(bool p2p);
+  // A send or receive with a nonzero tag on CPU tensors: held by the tag lane, started by the
+  // next flush that can match it (flushTagsLocked).
+  void launchTagged(TaggedOp op);
+  // Starts what the tag lane can start now, as one NCCL group on its communicator (launchMu_
+  // held; nothing while coalescing).
+  void flushTagsLocked();
+  // One per host stream: completes that stream's Works in order.
+  enum class Lane { Coll, P2P, Tag };
+  void launchOnLane(const c10::intrusive_ptr<AcclWork>& work, const std::function<void(const Target&)>& body,
+                    Lane lane);
+  void completionLoop(Lane lane);
   void watchdogLoop();
 
   std::chrono::milliseconds timeout_;
@@ -190,6 +201,10 @@ class AcclBackend : public c10d::Backend, public WorkOwner {
   cudaStream_t stream_ = nullptr;  // its ACCL host stream
   ncclComm_t p2pComm_ = nullptr;      // CPU tensors, send/recv
   cudaStream_t p2pStream_ = nullptr;  // its ACCL host stream
+  ncclComm_t tagComm_ = nullptr;      // CPU tensors, send/recv with a nonzero tag
+  cudaStream_t tagStream_ = nullptr;  // its ACCL host stream
+  std::unique_ptr<TagLane> tagLane_;  // under launchMu_
+  std::vector<c10::intrusive_ptr<AcclWork>> batchTagged_;  // tagged ops of the open coalescing block
   std::map<c10::DeviceIndex, DeviceComm> deviceComms_;
   int deviceCommsCreated_ = 0;  // names each one's unique id in the store
   std::mutex launchMu_;         // one op enqueued at a time, in call order
@@ -208,12 +223,14 @@ class AcclBackend : public c10d::Backend, public WorkOwner {
   std::condition_variable wdCv_;  // watchdog: stopping
   std::deque<c10::intrusive_ptr<AcclWork>> queue_;     // collectives' Works, launch order
   std::deque<c10::intrusive_ptr<AcclWork>> p2pQueue_;  // point-to-point Works, launch order
+  std::deque<c10::intrusive_ptr<AcclWork>> tagQueue_;  // tagged point-to-point Works, launch order
   bool stopping_ = false;
   std::string firstError_;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> failed_{false};
   std::thread completer_;
   std::thread p2pCompleter_;
+  std::thread tagCompleter_;
   std::thread watchdog_;
   uint64_t seq_ = 0;
   uint64_t collSeq_ = 0;

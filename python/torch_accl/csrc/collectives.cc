@@ -277,12 +277,18 @@ c10::intrusive_ptr<c10d::Work> AcclBackend::scatter(std::vector<at::Tensor>& out
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> AcclBackend::send(std::vector<at::Tensor>& tensors, int dst, int /*tag*/) {
+// A nonzero tag on CPU tensors: matched by (peer, tag) on the tag lane (tag_lane.h). CUDA
+// tensors match in posting order whatever their tag, as with ProcessGroupNCCL.
+c10::intrusive_ptr<c10d::Work> AcclBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   checkSingle(tensors, "send");
   checkRoot(dst, "send");
   auto work = newWork(c10d::OpType::SEND, "send", c10d::kUnsetTimeout, tensors);
   at::Tensor in = asNccl(tensors[0].contiguous());
   work->keepAlive_.push_back(in);
+  if (tag != 0 && in.device().is_cpu()) {
+    launchTagged(TaggedOp{work, in, dst, tag, /*send=*/true});
+    return work;
+  }
   launchP2P(work, [this, in, dst](const Target& tg) {
     check(api().ncclSend(in.data_ptr(), in.numel(), toNccl(in.scalar_type()), dst, tg.comm, tg.stream), "send");
   });
@@ -290,12 +296,16 @@ c10::intrusive_ptr<c10d::Work> AcclBackend::send(std::vector<at::Tensor>& tensor
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> AcclBackend::recv(std::vector<at::Tensor>& tensors, int src, int /*tag*/) {
+c10::intrusive_ptr<c10d::Work> AcclBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   checkSingle(tensors, "recv");
   checkRoot(src, "recv");
   auto work = newWork(c10d::OpType::RECV, "recv", c10d::kUnsetTimeout, tensors);
   work->source_ = src;
   at::Tensor out = asNccl(stageOut(tensors[0], *work));
+  if (tag != 0 && out.device().is_cpu()) {
+    launchTagged(TaggedOp{work, out, src, tag, /*send=*/false});
+    return work;
+  }
   launchP2P(work, [this, out, src](const Target& tg) {
     check(api().ncclRecv(out.data_ptr(), out.numel(), toNccl(out.scalar_type()), src, tg.comm, tg.stream), "recv");
   });
@@ -305,10 +315,12 @@ c10::intrusive_ptr<c10d::Work> AcclBackend::recv(std::vector<at::Tensor>& tensor
 
 // The peer is found when the receive is started (flushPendingLocked, SendLedger): the first
 // peer with a message to this rank that no receive here has claimed.
-c10::intrusive_ptr<c10d::Work> AcclBackend::recvAnysource(std::vector<at::Tensor>& tensors, int /*tag*/) {
+c10::intrusive_ptr<c10d::Work> AcclBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   checkSingle(tensors, "recv from any source");
   TORCH_CHECK(tensors[0].device().is_cpu(), "accl: recv from any source serves CPU tensors only (got ",
               tensors[0].device(), "); pass src= to dist.recv");
+  TORCH_CHECK(tag == 0, "accl: recv from any source with a tag (", tag, ") is not supported; pass src= to "
+              "dist.recv, or use tag 0");
   auto work = newWork(c10d::OpType::RECVANYSOURCE, "recv from any source", c10d::kUnsetTimeout, tensors);
   at::Tensor out = asNccl(stageOut(tensors[0], *work));
   AcclWork* w = work.get();  // the Work outlives the body (the pending op holds both)

@@ -1,7 +1,12 @@
 #include "work.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "streams.h"
 
@@ -10,7 +15,8 @@ namespace torch_accl {
 AcclWork::AcclWork(int rank, c10d::OpType type, std::string opName, std::chrono::milliseconds timeout,
                    WorkOwner* owner, std::vector<at::Tensor> outputs)
     : c10d::Work(rank, type), opName_(std::move(opName)), timeout_(timeout), outputs_(std::move(outputs)),
-      owner_(owner) {}
+      owner_(owner),
+      future_(c10::make_intrusive<at::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
 bool AcclWork::isCompleted() {
   ensureLaunched();
@@ -59,8 +65,8 @@ bool AcclWork::wait(std::chrono::milliseconds timeout) {
   return true;
 }
 
+// The Future exists from the start (a held tagged receive may be asked for it before it starts).
 void AcclWork::hostEnqueued() {
-  future_ = c10::make_intrusive<at::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
   for (auto& m : members_) m->hostEnqueued();
   launched_.store(true);
 }
@@ -72,10 +78,12 @@ void AcclWork::runPost() {
 }
 
 void AcclWork::finish(std::exception_ptr err) {
+  std::vector<std::function<void(std::exception_ptr)>> callbacks;
   {
     std::lock_guard<std::mutex> lk(mu_);
     done_ = true;
     error_ = err;
+    callbacks.swap(onFinish_);
   }
   cv_.notify_all();
   if (err) {
@@ -86,6 +94,18 @@ void AcclWork::finish(std::exception_ptr err) {
   keepAlive_.clear();
   for (auto& m : members_) m->finish(err);
   members_.clear();
+  for (auto& cb : callbacks) cb(err);
+}
+
+void AcclWork::onFinish(std::function<void(std::exception_ptr)> cb) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (!done_) {
+    onFinish_.push_back(std::move(cb));
+    return;
+  }
+  auto err = error_;
+  lk.unlock();
+  cb(err);
 }
 
 void AcclWork::deviceEnqueued(c10::Device device, std::shared_ptr<c10::Event> done) {
@@ -111,7 +131,34 @@ bool AcclWork::waitHost(std::chrono::milliseconds timeout) {
   // rank that never comes) relies on this deadline: it must fire close to the timeout, as
   // gloo's does (PyTorch's test_barrier_timeout_group waits 10 s for a 5 s timeout).
   auto grace = limit + std::min<std::chrono::milliseconds>(limit / 10, std::chrono::seconds(5));
-  if (!cv_.wait_for(lk, grace, [&] { return done_; })) {
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  // While tagged ops are held (a receive whose message is not announced yet), look again every
+  // few milliseconds: nothing else would start this one (or the held parts of a batch).
+  for (;;) {
+    bool held = owner_->taggedHeld();
+    auto until = held ? std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(5)) : deadline;
+    if (cv_.wait_until(lk, until, [&] { return done_; })) break;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    if (held) {
+      lk.unlock();
+      owner_->flushP2P();
+      lk.lock();
+    }
+  }
+  if (!done_ && !launched_.load()) {  // a tagged receive never matched: only it fails
+    lk.unlock();
+    std::string why = owner_->dropHeld(this);
+    if (!why.empty()) {
+      hostEnqueued();
+      std::string msg = c10::str("accl: ", opName_, " on rank ", rank_, ": Timed out after ", limit.count(),
+                                 " ms (process-group timeout): ", why);
+      finish(std::make_exception_ptr(c10::DistBackendError(
+          c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, msg)));
+      TORCH_CHECK(false, msg);
+    }
+    lk.lock();
+  }
+  if (!done_) {
     lk.unlock();
     std::string last = owner_->lastError();
     owner_->abortComm();

@@ -31,6 +31,8 @@
 
 namespace torch_accl {
 
+class AcclWork;
+
 // What a Work needs from its process group (implemented by AcclBackend).
 class WorkOwner {
  public:
@@ -44,6 +46,11 @@ class WorkOwner {
   virtual void checkDeviceComm(c10::Device device, const std::string& opName) = 0;
   // Starts the point-to-point ops held back for grouping (AcclBackend::launchP2P).
   virtual void flushP2P() = 0;
+  // Whether tagged ops are held (a receive whose message is not announced yet): a waiter then
+  // calls flushP2P() now and then, which matches them (tag_lane.h).
+  virtual bool taggedHeld() const = 0;
+  // Removes a held tagged op whose wait timed out; returns why it was held ("" if it was not).
+  virtual std::string dropHeld(const AcclWork* w) = 0;
 };
 
 class AcclWork : public c10d::Work {
@@ -73,6 +80,8 @@ class AcclWork : public c10d::Work {
   // Copy-back of this op and of its members, then finish() (members too).
   void runPost();
   void finish(std::exception_ptr err);
+  // Runs cb(error) once this Work has finished (at once if it has).
+  void onFinish(std::function<void(std::exception_ptr)> cb);
   // Device path: called on the side stream (a StreamGuard is active) once the op is queued.
   void deviceEnqueued(c10::Device device, std::shared_ptr<c10::Event> done);
 
@@ -103,6 +112,7 @@ class AcclWork : public c10d::Work {
   std::condition_variable cv_;
   bool done_ = false;
   std::exception_ptr error_;
+  std::vector<std::function<void(std::exception_ptr)>> onFinish_;  // under mu_
 };
 
 }  // namespace torch_accl
