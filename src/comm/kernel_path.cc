@@ -349,14 +349,14 @@ ncclResult_t KernelPath::checkKernels(Comm& c, std::string (*describe)(const voi
   return ncclRemoteError;
 }
 
-void KernelPath::orderAfterPrevious(dev::Backend& backend, const dev::StreamRef& s) {
-  order_.orderAfterPrevious(backend, s);
+void KernelPath::orderAfterPrevious(dev::Backend& backend, const dev::StreamRef& s, bool capturing) {
+  order_.orderAfterPrevious(backend, s, capturing);
 }
 
 bool KernelPath::lastLaunchDone(std::chrono::milliseconds limit) { return order_.lastDone(*backend_, limit); }
 
-void KernelPath::markLaunched(dev::Backend& backend, const dev::StreamRef& s, bool capturing) {
-  order_.markLaunched(backend, s, capturing);
+void KernelPath::markLaunched(const std::shared_ptr<void>& recorded, uint64_t streamId, bool capturing) {
+  order_.markLaunched(recorded, streamId, capturing);
   if (proxy_ && !capturing) proxy_->wake();
 }
 

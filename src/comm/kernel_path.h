@@ -82,8 +82,9 @@ class KernelPath {
   // rank's launches must not overlap: they share its mailbox positions), and records, once the
   // launches are queued, where the next ones must wait. The previous stream itself is not kept:
   // it may be destroyed and its handle reused for another rank's stream.
-  void orderAfterPrevious(dev::Backend& backend, const dev::StreamRef& s);
-  void markLaunched(dev::Backend& backend, const dev::StreamRef& s, bool capturing);
+  void orderAfterPrevious(dev::Backend& backend, const dev::StreamRef& s, bool capturing);
+  // `recorded`: a marker recorded on the launch's stream after it (comm/launch_order.h).
+  void markLaunched(const std::shared_ptr<void>& recorded, uint64_t streamId, bool capturing);
   // Waits (at most `limit`) until the device has run this rank's last uncaptured launch.
   bool lastLaunchDone(std::chrono::milliseconds limit);
   // Device memory of at least `bytes` for staging sends that a receive of the same launch

@@ -3,16 +3,25 @@
 
 namespace accl {
 
-void LaunchOrder::orderAfterPrevious(dev::Backend& backend, const dev::StreamRef& s) {
+void LaunchOrder::orderAfterPrevious(dev::Backend& backend, const dev::StreamRef& s, bool capturing) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (marked_) backend.waitMarker(s, marker_);
+  if (!marked_) return;
+  if (!capturing && streamId_ != 0 && backend.streamIdentity(s) == streamId_) return;
+  backend.waitMarker(s, marker_);
 }
 
 void LaunchOrder::markLaunched(dev::Backend& backend, const dev::StreamRef& s, bool capturing) {
   if (capturing) return;
+  std::shared_ptr<void> m = backend.newMarker();
+  backend.recordMarker(m, s);
+  markLaunched(m, backend.streamIdentity(s), capturing);
+}
+
+void LaunchOrder::markLaunched(const std::shared_ptr<void>& recorded, uint64_t streamId, bool capturing) {
+  if (capturing) return;
   std::lock_guard<std::mutex> lk(mu_);
-  if (!marker_) marker_ = backend.newMarker();
-  backend.recordMarker(marker_, s);
+  marker_ = recorded;
+  streamId_ = recorded ? streamId : 0;
   marked_ = marker_ != nullptr;
 }
 

@@ -64,7 +64,9 @@ class StagedPath {
   int maxP2pOps() const;
   // Records the call, fills the launch's arguments (its number, box, words) and wakes the proxy.
   void addCall(StagedCall call, kern::StagedArgs* args);
-  void orderAfterPrevious(dev::Backend& backend, const dev::StreamRef& s) { order_.orderAfterPrevious(backend, s); }
+  void orderAfterPrevious(dev::Backend& backend, const dev::StreamRef& s, bool capturing) {
+    order_.orderAfterPrevious(backend, s, capturing);
+  }
   void markLaunched(dev::Backend& backend, const dev::StreamRef& s, bool capturing);
   // Makes waiting kernels give up (abort, a failed communicator).
   void stopKernels();

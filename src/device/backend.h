@@ -137,6 +137,15 @@ class Backend {
     (void)s;
     return [] { return true; };
   }
+  // A probe that says whether the device has reached marker m (null: at once); it may be kept
+  // after this backend is gone.
+  virtual std::function<bool()> markerProbe(const std::shared_ptr<void>& m) {
+    (void)m;
+    return [] { return true; };
+  }
+  // A process-unique identity of stream s, never given to another stream (unlike handles,
+  // which the driver may reuse once a stream is destroyed); 0 when the backend cannot tell.
+  virtual uint64_t streamIdentity(const StreamRef& s) { return (void)s, 0; }
   // Where this backend's kernels reach user memory at p: p itself, or the device mapping of
   // mapped pinned host memory (null stays null).
   virtual const void* kernelAddress(const void* p) { return p; }

@@ -296,7 +296,7 @@ ncclResult_t stageAlltoAll(OpDesc* op, KernelPath& kp, dev::Backend& backend, co
 
 }  // namespace
 
-ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops) {
+ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops, std::shared_ptr<void>* launched) {
   // Per rank (Comm object) in this launch, its collectives in call order and its sends/receives.
   struct RankOps {
     Comm* comm;
@@ -340,8 +340,8 @@ ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops) {
   }
   const std::vector<dev::StreamRef> others = otherStreams(ops);
   for (const dev::StreamRef& o : others) backend.orderAfter(o, {first});
-  for (RankOps& r : ranks) r.comm->kernelPath->orderAfterPrevious(backend, first);
   const bool capturing = backend.streamCapturing(first);
+  for (RankOps& r : ranks) r.comm->kernelPath->orderAfterPrevious(backend, first, capturing);
 
   // Launch j carries collective j of every rank here (ranks of one communicator queued on one
   // stream by one thread: separate launches would wait for each other forever).
@@ -381,7 +381,16 @@ ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops) {
     NCCLCHECK(d.finish("a group's sends and receives"));
     if (d.args().ntasks > 0) NCCLCHECK(backend.launchCollective(first, ncclInt8, dev::RedKind::Sum, d.args()));
   }
-  for (RankOps& r : ranks) r.comm->kernelPath->markLaunched(backend, first, capturing);
+  // One marker after the launches, for every rank of them (and the stream claim): one event
+  // record per call, from the backend's pool.
+  std::shared_ptr<void> marker;
+  if (!capturing) {
+    marker = backend.newMarker();
+    backend.recordMarker(marker, first);
+  }
+  const uint64_t streamId = marker ? backend.streamIdentity(first) : 0;
+  for (RankOps& r : ranks) r.comm->kernelPath->markLaunched(marker, streamId, capturing);
+  if (launched) *launched = marker;
   if (!others.empty()) backend.orderAfter(first, others);
   return ncclSuccess;
 }

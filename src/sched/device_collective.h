@@ -14,6 +14,8 @@ namespace accl {
 // Device stream): each collective one launch, in call order, then all sends and receives in
 // one launch (NCCL lets them sit anywhere among the group's collectives). Ops on streams other
 // than the first one's are ordered before and after the launches.
-ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops);
+// *launched (when given): the marker recorded on the first stream after the launches, shared
+// by every rank of the batch (null when capturing), for the stream claim's probe.
+ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops, std::shared_ptr<void>* launched = nullptr);
 
 }  // namespace accl

@@ -125,10 +125,12 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
     for (auto& b : batches) {
       const dev::StreamRef stream = b.front()->stream;
       dev::Backend& backend = *b.front()->comm->backend;
-      NCCLCHECK(staged ? launchStagedOps(std::move(b)) : launchKernelOps(std::move(b)));
-      // The stream stays claimed for these ranks until the device has run the launches.
+      std::shared_ptr<void> launched;
+      NCCLCHECK(staged ? launchStagedOps(std::move(b)) : launchKernelOps(std::move(b), &launched));
+      // The stream stays claimed for these ranks until the device has run the launches (the
+      // kernel path's marker after them: no second event record per call).
       if (std::shared_ptr<StreamClaim> claim = findClaim(claims, backend.streamDomain(), stream.handle))
-        holdClaimUntil(std::move(claim), backend.completionProbe(stream));
+        holdClaimUntil(std::move(claim), staged ? backend.completionProbe(stream) : backend.markerProbe(launched));
     }
   }
   // What is left runs on the host path: host communicators (every device communicator has

@@ -165,8 +165,8 @@ ncclResult_t launchStagedOps(std::vector<std::unique_ptr<OpDesc>> ops) {
   const dev::StreamRef first = ops.front()->stream;
   const std::vector<dev::StreamRef> others = otherStreams(ops);
   for (const dev::StreamRef& o : others) backend.orderAfter(o, {first});
-  sp.orderAfterPrevious(backend, first);
   const bool capturing = backend.streamCapturing(first);
+  sp.orderAfterPrevious(backend, first, capturing);
   std::vector<OpDesc*> p2p;
   for (auto& op : ops) {
     if (op->isP2p()) {

@@ -51,6 +51,15 @@ FAKE_CUDA_API CUresult cuStreamGetCtx(CUstream hStream, CUcontext* pctx) {
   return CUDA_SUCCESS;
 }
 
+FAKE_CUDA_API CUresult cuStreamGetId(CUstream hStream, unsigned long long* streamId) {
+  noteCall("cuStreamGetId");
+  if (streamId == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Stream* s = nullptr;
+  if (CUresult r = resolveStream(hStream, &s)) return r;
+  *streamId = s->id();
+  return CUDA_SUCCESS;
+}
+
 FAKE_CUDA_API CUresult cuStreamGetFlags(CUstream hStream, unsigned int* flags) {
   noteCall("cuStreamGetFlags");
   if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;

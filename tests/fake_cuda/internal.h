@@ -185,6 +185,8 @@ class Stream {
   Context* ctx() const { return ctx_; }
   unsigned flags() const { return flags_; }
   bool legacy() const { return legacy_; }
+  // cuStreamGetId: unique in the process, never reused (handles may be).
+  unsigned long long id() const { return id_; }
   bool blocking() const { return (flags_ & CU_STREAM_NON_BLOCKING) == 0; }
   // The graph this stream is capturing into (its own capture, or one it joined by waiting on
   // an event recorded in it); null when not capturing.
@@ -211,6 +213,7 @@ class Stream {
   Context* ctx_;
   unsigned flags_;
   bool legacy_;
+  unsigned long long id_;
   HwQueue* hwq_;
   std::mutex mu_;
   std::condition_variable cv_;

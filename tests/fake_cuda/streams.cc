@@ -8,17 +8,25 @@
 // without CU_STREAM_NON_BLOCKING, per-thread default streams included), and work queued later
 // on a blocking stream waits for the legacy stream's work queued before. CU_STREAM_PER_THREAD
 // is each thread's own blocking stream, not the legacy one.
+#include <atomic>
 #include <utility>
 #include "internal.h"
 
 namespace fakecuda {
+
+namespace {
+unsigned long long nextStreamId() {
+  static std::atomic<unsigned long long> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
 
 Op work(std::function<CUresult()> body) {
   return [body = std::move(body)](CUresult sticky) { return sticky != CUDA_SUCCESS ? sticky : body(); };
 }
 
 Stream::Stream(Context* ctx, unsigned flags, bool legacy)
-    : ctx_(ctx), flags_(flags), legacy_(legacy), hwq_(assignHwQueue(ctx, legacy)), worker_([this] { run(); }) {
+    : ctx_(ctx), flags_(flags), legacy_(legacy), id_(nextStreamId()), hwq_(assignHwQueue(ctx, legacy)), worker_([this] { run(); }) {
   if (hwq_) FAKE_CUDA_TRACE("stream %p: hardware queue %d of %d", static_cast<void*>(this), hwq_->index, hwq_->of);
 }
 

@@ -49,6 +49,7 @@ class CudaAllocator final : public Backend {
       allocations_.erase(it);
     }
     ContextScope scope(api_, ctx);
+    forgetPointerRange(ptr);  // a later allocation there may be of another device
     CUresult r = api_.memFree(reinterpret_cast<CUdeviceptr>(ptr));
     if (r != kSuccess) {
       WARN("%s: cuMemFree(%p) failed: %s", fn, ptr, errorText(api_, r).c_str());

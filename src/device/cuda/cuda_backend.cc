@@ -1,6 +1,10 @@
 #include "device/cuda/cuda_backend.h"
 #include <sched.h>
 #include <algorithm>
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <vector>
 #include <chrono>
 #include <cstddef>
 #include <condition_variable>
@@ -41,6 +45,46 @@ bool isSpecialStream(cudaStream_t s) {
   auto v = reinterpret_cast<uintptr_t>(s);
   return v == 0 || v == 1 || v == 2;
 }
+
+// Events for markers, reused: the pool outlives the backend while markers hold it.
+class EventPool : public std::enable_shared_from_this<EventPool> {
+ public:
+  EventPool(const DriverApi* api, CUcontext ctx) : api_(api), ctx_(ctx) {}
+  ~EventPool() {
+    ContextScope s(*api_, ctx_);
+    for (CUevent e : free_) api_->eventDestroy(e);
+  }
+  EventPool(const EventPool&) = delete;
+  EventPool& operator=(const EventPool&) = delete;
+  // An event for the caller (null when the driver cannot make one); it comes back here when
+  // the last copy of the pointer goes.
+  std::shared_ptr<void> take() {
+    CUevent ev = nullptr;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (!free_.empty()) {
+        ev = free_.back();
+        free_.pop_back();
+      }
+    }
+    if (ev == nullptr) {
+      ContextScope s(*api_, ctx_);
+      if (api_->eventCreate(&ev, kEventDisableTiming) != kSuccess) return nullptr;
+    }
+    std::shared_ptr<EventPool> self = shared_from_this();
+    return std::shared_ptr<void>(ev, [self](void* e) { self->give(static_cast<CUevent>(e)); });
+  }
+
+ private:
+  void give(CUevent e) {
+    std::lock_guard<std::mutex> lk(mu_);
+    free_.push_back(e);
+  }
+  const DriverApi* api_;
+  CUcontext ctx_;
+  std::mutex mu_;
+  std::vector<CUevent> free_;
+};
 
 class CudaBackend final : public Backend {
  public:
@@ -103,6 +147,7 @@ class CudaBackend final : public Backend {
   ncclResult_t memFree(const char* fn, void* ptr) override {
     ContextScope scope(api_, dev_.context());
     RelaxedCapture relaxed(api_);
+    forgetPointerRange(ptr);
     CUresult r = api_.memFree(reinterpret_cast<CUdeviceptr>(ptr));
     if (r != kSuccess) {
       WARN("%s: cuMemFree(%p) failed: %s", fn, ptr, errorText(api_, r).c_str());
@@ -182,17 +227,10 @@ class CudaBackend final : public Backend {
     return r == kSuccess ? ncclSuccess : ncclUnhandledCudaError;
   }
 
-  std::shared_ptr<void> newMarker() override {
-    ContextScope scope(api_, dev_.context());
-    CUevent ev = nullptr;
-    if (api_.eventCreate(&ev, kEventDisableTiming) != kSuccess) return nullptr;
-    const DriverApi* api = &api_;
-    CUcontext ctx = dev_.context();
-    return std::shared_ptr<void>(ev, [api, ctx](void* e) {
-      ContextScope s(*api, ctx);
-      api->eventDestroy(static_cast<CUevent>(e));
-    });
-  }
+  // From the backend's pool: no event is created per call once the pool holds as many as are
+  // in use at once (a marker's event goes back when its last holder lets go; re-recording an
+  // event nobody holds any more is safe: waits already queued keep the record they saw).
+  std::shared_ptr<void> newMarker() override { return events_->take(); }
   void recordMarker(const std::shared_ptr<void>& m, const StreamRef& s) override {
     if (!m) return;
     ContextScope scope(api_, dev_.context());
@@ -212,23 +250,31 @@ class CudaBackend final : public Backend {
 
   std::function<bool()> completionProbe(const StreamRef& s) override {
     if (streamCapturing(s)) return [] { return true; };
+    std::shared_ptr<void> m = newMarker();
+    if (!m) return [] { return true; };
     ContextScope scope(api_, dev_.context());
-    CUevent ev = nullptr;
-    if (api_.eventCreate(&ev, kEventDisableTiming) != kSuccess) return [] { return true; };
-    if (api_.eventRecord(ev, s.handle) != kSuccess) {
-      api_.eventDestroy(ev);
-      return [] { return true; };
-    }
+    if (api_.eventRecord(static_cast<CUevent>(m.get()), s.handle) != kSuccess) return [] { return true; };
+    return markerProbe(m);
+  }
+
+  // Holds only the driver table and the context (both live as long as the process), not the
+  // backend: a stream claim may outlive its communicator.
+  std::function<bool()> markerProbe(const std::shared_ptr<void>& m) override {
+    if (!m) return [] { return true; };
     const DriverApi* api = &api_;
     CUcontext ctx = dev_.context();
-    auto event = std::shared_ptr<CUevent_st>(ev, [api, ctx](CUevent e) {
+    return [api, ctx, m] {
       ContextScope s(*api, ctx);
-      api->eventDestroy(e);
-    });
-    return [api, ctx, event] {
-      ContextScope s(*api, ctx);
-      return api->eventQuery(event.get()) != kErrorNotReady;
+      return api->eventQuery(static_cast<CUevent>(m.get())) != kErrorNotReady;
     };
+  }
+
+  // cuStreamGetId where the driver has it (0: unknown, every launch then waits for the last).
+  uint64_t streamIdentity(const StreamRef& s) override {
+    if (!api_.streamGetId) return 0;
+    ContextScope scope(api_, dev_.context());
+    unsigned long long id = 0;
+    return api_.streamGetId(s.handle, &id) == kSuccess ? id : 0;
   }
 
   bool reachDevice(const std::string& busId, bool sameProcess, std::string* why) override {
@@ -386,6 +432,7 @@ class CudaBackend final : public Backend {
     *out = Buffer(reinterpret_cast<char*>(p), [this](char* q) {
       ContextScope s(api_, dev_.context());
       RelaxedCapture relaxed(api_);
+      forgetPointerRange(q);
       api_.ipcCloseMemHandle(reinterpret_cast<CUdeviceptr>(q));
     });
     return ncclSuccess;
@@ -403,6 +450,10 @@ class CudaBackend final : public Backend {
 
   ncclResult_t checkBuffer(const char* fn, const char* what, const void* p) override {
     PointerInfo info = pointerInfo(api_, p);
+    // A cached range that says "another device" may be a freed allocation the user's own free
+    // left cached: the driver is asked again before anything is refused.
+    if (info.cached && info.kind == PointerKind::Device && info.device != dev_.ordinal())
+      info = pointerInfo(api_, p, true);
     if (info.kind == PointerKind::Host && deviceAddress(p) == nullptr) {
       WARN("%s: %s %p is host memory that the device cannot reach, but this communicator runs on %s device %d: "
            "pass device memory (%s, ncclMemAlloc) or mapped pinned host memory (%s), or set ACCL_BACKEND=host to run "
@@ -463,12 +514,12 @@ class CudaBackend final : public Backend {
   }
 
   void orderAfter(const StreamRef& first, const std::vector<StreamRef>& others) override {
+    std::shared_ptr<void> m = newMarker();  // back to the pool once the waits are queued
+    if (!m) return;
     ContextScope scope(api_, dev_.context());
-    CUevent ev = nullptr;
-    if (api_.eventCreate(&ev, kEventDisableTiming) != kSuccess) return;
+    const auto ev = static_cast<CUevent>(m.get());
     if (api_.eventRecord(ev, first.handle) == kSuccess)
       for (const StreamRef& o : others) api_.streamWaitEvent(o.handle, ev, 0);
-    api_.eventDestroy(ev);  // released by the driver once recorded work completes
   }
 
   // Data calls, straight onto the caller's stream (the kernel path's stream-ordered copies
@@ -516,10 +567,9 @@ class CudaBackend final : public Backend {
   // through its device mapping, which exists only for memory registered with DEVICEMAP (the
   // same address where the device says so); nullptr for pageable memory.
   void* deviceAddress(const void* p) {
-    unsigned type = 0;
-    if (api_.pointerGetAttribute(&type, kPointerAttributeMemoryType, reinterpret_cast<CUdeviceptr>(p)) != kSuccess)
-      return nullptr;  // pageable host memory
-    if (type != kMemoryTypeHost) return const_cast<void*>(p);
+    const PointerInfo info = pointerInfo(api_, p);
+    if (!info.known) return nullptr;  // pageable host memory
+    if (info.kind != PointerKind::Host) return const_cast<void*>(p);
     CUdeviceptr mapped = 0;
     if (api_.memHostGetDevicePointer(&mapped, const_cast<void*>(p), 0) != kSuccess) return nullptr;
     return reinterpret_cast<void*>(mapped);
@@ -579,6 +629,7 @@ class CudaBackend final : public Backend {
   CudaDevice& dev_;
   const DriverApi& api_;
   CUstream inner_ = nullptr;  // set-up and teardown only
+  std::shared_ptr<EventPool> events_ = std::make_shared<EventPool>(&api_, dev_.context());
   std::atomic<bool> failed_{false};
 };
 

@@ -71,6 +71,7 @@ const DriverApi* load(std::string* why) {
   std::string optional;
   bind(lib, "cuThreadExchangeStreamCaptureMode", &api.threadExchangeStreamCaptureMode, &optional);
   bind(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor", &api.occupancyMaxActiveBlocksPerMultiprocessor, &optional);
+  bind(lib, "cuStreamGetId", &api.streamGetId, &optional);
   if (!missing.empty()) {
     *why = "the CUDA driver lacks " + missing + " (too old?)";
     return nullptr;

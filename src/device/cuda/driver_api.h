@@ -60,6 +60,8 @@ inline constexpr int kPointerAttributeContext = 1;
 inline constexpr int kPointerAttributeMemoryType = 2;
 inline constexpr int kPointerAttributeIsManaged = 8;
 inline constexpr int kPointerAttributeDeviceOrdinal = 9;
+inline constexpr int kPointerAttributeRangeStartAddr = 11;
+inline constexpr int kPointerAttributeRangeSize = 12;
 // CUmemorytype
 inline constexpr unsigned kMemoryTypeHost = 1;
 inline constexpr unsigned kMemoryTypeDevice = 2;
@@ -98,6 +100,8 @@ struct DriverApi {
   CUresult (*streamWaitEvent)(CUstream stream, CUevent event, unsigned flags) = nullptr;    // cuStreamWaitEvent
   CUresult (*streamIsCapturing)(CUstream stream, int* status) = nullptr;                    // cuStreamIsCapturing
   CUresult (*streamGetCtx)(CUstream stream, CUcontext* ctx) = nullptr;                      // cuStreamGetCtx
+  // Optional (CUDA 12.0+): a stream's process-unique id, never reused as handles may be.
+  CUresult (*streamGetId)(CUstream stream, unsigned long long* id) = nullptr;               // cuStreamGetId
   CUresult (*eventCreate)(CUevent* event, unsigned flags) = nullptr;                        // cuEventCreate
   CUresult (*eventRecord)(CUevent event, CUstream stream) = nullptr;                        // cuEventRecord
   CUresult (*eventQuery)(CUevent event) = nullptr;                                          // cuEventQuery
