@@ -73,9 +73,10 @@ ACCL_DEV void dividePack(Pack<E>* x, int divisor) {
 // above. `in(r)` returns input r's base (const E::Storage*), read again at every pack round
 // (it may come from block-shared memory: no per-input array in registers). Packs when dst and
 // every input share their offset within 16 bytes (scalar head up to the first aligned pack);
-// scalar otherwise and for the tail.
+// scalar otherwise and for the tail. dst may be one of the inputs (an in-place fold): each
+// thread loads a pack of every input before it stores that pack.
 template <class E, class Op, class Inputs>
-ACCL_DEV void foldRange(typename E::Storage* __restrict__ dst, const Inputs& in, int nin, size_t count, size_t first,
+ACCL_DEV void foldRange(typename E::Storage* dst, const Inputs& in, int nin, size_t count, size_t first,
                         size_t step, const FoldExtras<E>& x) {
   using S = typename E::Storage;
   constexpr int kN = Pack<E>::kElems;
