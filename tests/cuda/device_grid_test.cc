@@ -135,7 +135,7 @@ uint64_t encode(ncclDataType_t t, int v) {
 }
 int decode(ncclDataType_t t, uint64_t bits, size_t esize) {
   const uint64_t mask = esize == 8 ? ~0ull : (1ull << (esize * 8)) - 1;
-  for (int v = -4; v <= 16; v++)
+  for (int v = -4; v <= 4; v++)
     if ((encode(t, v) & mask) == (bits & mask)) return v;
   if (t == ncclFloat16 || t == ncclBfloat16) {
     if ((bits & mask) == 0x8000) return 0;
