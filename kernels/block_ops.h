@@ -3,7 +3,7 @@
 // A loop is told which threads share the range: thread `first` of `step` takes every step-th
 // 16-byte pack, so one block (first = threadIndex(), step = blockSize()) or several blocks of a
 // task (first = part * blockSize() + threadIndex(), step = parts * blockSize()) split it alike.
-// Each thread keeps kPacksInFlight independent 16-byte loads per input in flight before it
+// Each thread keeps packsInFlight<E>() independent 16-byte loads per input in flight before it
 // combines and stores (a load's latency is ~1 us on a GPU: one at a time leaves the memory
 // system idle). Packs sit in fixed-size arrays indexed by constants after unrolling, so they live
 // in registers: no stack frame (scripts/check_kernel_stack.sh).
@@ -15,8 +15,13 @@
 
 namespace accl::kern {
 
-// Packs per thread in flight in the reduce loop, per input.
-constexpr int kPacksInFlight = 4;
+// Packs per thread in flight in the reduce loop, per input: 4 for elements of 4 bytes and more;
+// fewer for narrow ones, whose packs widen to 8 or 16 registers each (ptxas gave the 1-byte
+// folds ~250 registers at 4, which a 512-thread block cannot launch with: 128 at most).
+template <class E>
+constexpr int packsInFlight() {
+  return sizeof(typename E::Storage) >= 4 ? 4 : sizeof(typename E::Storage) == 2 ? 2 : 1;
+}
 
 // One 16-byte pack of elements of E (its Storage type).
 template <class E>
@@ -80,6 +85,7 @@ ACCL_DEV void foldRange(typename E::Storage* dst, const Inputs& in, int nin, siz
                         size_t step, const FoldExtras<E>& x) {
   using S = typename E::Storage;
   constexpr int kN = Pack<E>::kElems;
+  constexpr int kPacksInFlight = packsInFlight<E>();
   const uintptr_t mis = reinterpret_cast<uintptr_t>(dst) & 15;
   bool packs = mis % sizeof(S) == 0;
   for (int r = 0; r < nin; r++) packs = packs && (reinterpret_cast<uintptr_t>(in(r)) & 15) == mis;
