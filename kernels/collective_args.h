@@ -13,8 +13,16 @@
 // (s=sender, c, g % kSlots), then publishes d.posted[s][c] = g + 1 (release). The receiver
 // waits for that, uses the slot, and publishes sender.freed[d][c] = g + 1 in the sender's
 // mailbox; the sender reuses a slot only once freed says the chunk kSlots before it is done.
-// Counters only grow, across calls and graph replays; each task keeps its stream's position
-// (sent/consumed) in its own rank's header and writes it back when it ends.
+// posted/freed count whole chunks and only grow, across calls and graph replays: nothing is
+// reset per launch. A task may run on several blocks (KTask::blocks), which split every chunk
+// (thread i of the task's blocks takes every (blocks * blockSize())-th 16-byte pack); each block
+// that is done with its share of chunk j arrives at the task's counter (arrivals[task]), and the
+// block whose arrival completes the chunk publishes it (posted, freed, folded). A block arrives
+// at chunk j only once every block arrived at chunk j-1, so the counter says which chunk is whole.
+// The streams' positions (sent/consumed) stay fixed while a launch runs (every block of a task
+// starts from them); the rank's last block to end moves them on by the chunks the launch moved,
+// and sets the per-launch counters (arrivals, folded, sentChunks, blocksDone) back to 0 for the
+// next launch, so the host queues nothing but the launch itself.
 //
 // Peers reached only through the network (ranks on other hosts, every peer with
 // NCCL_P2P_DISABLE=1, and ranks of this host whose devices cannot reach each other) have no
@@ -36,7 +44,12 @@ constexpr int kSlots = 4;              // chunks in flight per channel
 constexpr size_t kChunkBytes = 128 << 10;
 constexpr int kMaxTasks = 48;
 constexpr int kMaxSegments = 64;
-constexpr unsigned kCollThreads = 256;
+// Threads per block of the collective kernel: the launch's (CollKernelArgs::threads), a multiple
+// of 64 up to kMaxCollThreads (what the resident-block check at set-up assumes).
+constexpr unsigned kMaxCollThreads = 512;
+// Blocks one task may run on, and all blocks of one launch (every rank's tasks in it).
+constexpr int kMaxTaskBlocks = 16;
+constexpr int kMaxLaunchBlocks = kMaxTasks;
 
 // A call's fingerprint (transports/call_stamp.h's CallStamp, the same 24 bytes): the sender of
 // a chunk puts its call's next to the chunk (a sends' count is its byte count and its root
@@ -68,10 +81,14 @@ struct MailboxHeader {
   uint64_t freed[kMailboxRanks][kChannels];     // written by the receiver d: chunks of mine it is done with
   uint64_t sent[kMailboxRanks][kChannels];      // mine: chunks I have sent to d so far
   uint64_t consumed[kMailboxRanks][kChannels];  // mine: chunks of s I have used so far
-  // Per launch (zeroed before it): chunks the fold task finished, and chunks the channel-0
-  // send task to each peer has posted (an in-place fold overwrites its input only after).
+  // Per launch (0 when it starts; the rank's last block to end sets them back to 0): chunks the
+  // fold task finished, chunks the channel-0 send task to each peer has posted (an in-place
+  // fold overwrites its input only after), each task's block arrivals (by task index in the
+  // launch) and the rank's blocks that ended.
   uint64_t folded[kChannels];
   uint64_t sentChunks[kMailboxRanks];
+  uint64_t arrivals[kMaxTasks];
+  uint64_t blocksDone;
   // Set by rank r (non-zero) once it has unmapped this mailbox at ncclCommDestroy: the owner
   // frees it only then (freeing exported memory a peer still has open is undefined behaviour).
   uint64_t closedBy[kMailboxRanks];
@@ -149,7 +166,7 @@ struct KSegment {
 
 enum class TaskKind : uint8_t { Send, Recv, Copy, Fold };
 
-// One task per block. Send/Recv: the stream to/from `peer` on channel `ch`, segment after
+// One task per `blocks` blocks (consecutive in the grid, in task order). Send/Recv: the stream to/from `peer` on channel `ch`, segment after
 // segment (chunks never span two segments; the peer splits its side identically). Copy: local.
 // Fold: one segment; each chunk is every rank's contribution folded in rank order (this rank's
 // from the segment's src, the others' from their slots on channel `ch`), written to dst.
@@ -161,6 +178,7 @@ struct KTask {
                  // thread queued on one stream in one group (they could not wait for each other)
   uint16_t firstSegment;
   uint16_t segments;
+  uint16_t blocks;  // 1..kMaxTaskBlocks
 };
 
 enum class ScalarKind : uint8_t { None, Immediate, Device };
@@ -175,11 +193,15 @@ enum ReportWord {
 constexpr uint64_t kReportTimedOut = 1;
 constexpr uint64_t kReportMismatch = 2;
 // kReportWhat: what the kernel waited for.
-enum WaitWhat : uint64_t { kWaitPeerData = 1, kWaitPeerSpace = 2, kWaitOwnFold = 3, kWaitOwnSend = 4 };
+enum WaitWhat : uint64_t { kWaitPeerData = 1, kWaitPeerSpace = 2, kWaitOwnFold = 3, kWaitOwnSend = 4, kWaitOwnBlocks = 5 };
 
 struct CollKernelArgs {
   int32_t nranks;
   int32_t ntasks;
+  // The launch's geometry, chosen by the host (src/sched/device_grid.h): blocks (the tasks'
+  // blocks summed) and threads per block. The kernel reads its own with gridSize()/blockSize().
+  uint32_t nblocks;
+  uint32_t threads;
   // [rank]: the stamp of that rank's call in this launch; p2p: the launch is a group's sends
   // and receives (each chunk's stamp then counts its segment's bytes and names its sender).
   KStamp stamp[kMailboxRanks];

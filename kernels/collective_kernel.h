@@ -1,14 +1,16 @@
 // collective_kernel.h: the collective kernel, written once (portable.h): one launch on the
 // caller's stream runs this rank's whole share of a collective or of a group's sends and
 // receives, moving the data itself through the ranks' mailboxes (collective_args.h says how they
-// are laid out and how the flags keep flow control). Each block runs one task; tasks of one
-// launch run at the same time, so a rank sends to every peer while it receives from every peer
+// are laid out and how the flags keep flow control). Each task runs on one or more blocks
+// (KTask::blocks, chosen by the host's grid tuner) that split its chunks; tasks of one launch
+// run at the same time, so a rank sends to every peer while it receives from every peer
 // and nothing waits on anything but another rank's kernel or a block of its own launch.
 // Fold tasks combine every rank's contribution in rank order, narrowing after every operation,
 // which gives the host backend's ACCL_DETERMINISTIC=1 bits.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include "block_ops.h"
 #include "collective_args.h"
 #include "host/element_types.h"
 #include "portable.h"
@@ -215,11 +217,6 @@ ACCL_DEV bool stampMatches(const CollKernelArgs& a, const KStamp* got, const KSt
   return false;
 }
 
-// The block's threads copy `bytes` (vectors only where both ends allow them).
-ACCL_DEV void blockCopy(char* dst, const char* src, size_t bytes) {
-  stridedCopy(dst, src, bytes, threadIndex(), blockSize());
-}
-
 template <class E>
 ACCL_DEV typename E::Compute scalarOf(const CollKernelArgs& a, int rank) {
   using S = typename E::Storage;
@@ -234,23 +231,37 @@ ACCL_DEV typename E::Compute scalarOf(const CollKernelArgs& a, int rank) {
   return E::widen(s);
 }
 
-// The block's threads write src * scalar (PreMulSum's pre-scaling, rounded per element).
-template <class E>
-ACCL_DEV void blockScale(char* dstv, const char* srcv, size_t bytes, typename E::Compute k) {
-  using S = typename E::Storage;
-  S* dst = reinterpret_cast<S*>(dstv);
-  const S* src = reinterpret_cast<const S*>(srcv);
-  for (size_t i = threadIndex(); i < bytes / sizeof(S); i += blockSize()) dst[i] = E::narrow(ProdOp::apply(E::widen(src[i]), k));
+// Where a block stands in its task: its task (index in a.tasks) and which of the task's
+// `parts` blocks it is. The task's threads split every chunk pack by pack (block_ops.h).
+struct Share {
+  int task;
+  unsigned part, parts;
+  ACCL_DEV size_t first() const { return static_cast<size_t>(part) * blockSize() + threadIndex(); }
+  ACCL_DEV size_t step() const { return static_cast<size_t>(parts) * blockSize(); }
+};
+
+// After syncBlock: this block is done with its share of the task's chunk j (counted in this
+// launch). Returns 1 to thread 0 of the block whose arrival makes the chunk whole (it publishes
+// it), 0 to everyone else, -1 when the wait gave up. A block arrives at chunk j only once every
+// block of the task arrived at chunk j-1, so the count (MailboxHeader::arrivals) says which
+// chunk is whole even when blocks run at different speeds.
+ACCL_DEV int arrive(const CollKernelArgs& a, const KTask& t, const Share& sh, uint64_t j) {
+  if (sh.parts == 1) return threadIndex() == 0 ? 1 : 0;
+  uint64_t* count = &header(a, t.rank)->arrivals[sh.task];
+  if (!waitAtLeast(a, count, sh.parts * j, {t.rank, t.rank, t.ch, kWaitOwnBlocks, j})) return -1;
+  if (threadIndex() != 0) return 0;
+  return fetchAdd(count, 1) + 1 == sh.parts * (j + 1) ? 1 : 0;
 }
 
 template <class E>
-ACCL_DEV void runSend(const CollKernelArgs& a, const KTask& t) {
+ACCL_DEV void runSend(const CollKernelArgs& a, const KTask& t, const Share& sh) {
+  using S = typename E::Storage;
   MailboxHeader* me = header(a, t.rank);
-  uint64_t g = me->sent[t.peer][t.ch];
-  syncBlock();  // everyone has read the position before thread 0 may write it back
+  uint64_t g = me->sent[t.peer][t.ch];  // fixed while the launch runs (endBlock moves it on)
+  uint64_t j = 0;
   for (int s = 0; s < t.segments; s++) {
     const KSegment& seg = a.segments[t.firstSegment + s];
-    for (uint64_t off = 0, i = 0; off < seg.bytes; off += kChunkBytes, i++, g++) {
+    for (uint64_t off = 0, i = 0; off < seg.bytes; off += kChunkBytes, i++, g++, j++) {
       const size_t n = seg.bytes - off < kChunkBytes ? seg.bytes - off : kChunkBytes;
       const Link out = outgoing(a, t.rank, t.peer, t.ch, g);
       if (g >= static_cast<uint64_t>(kSlots) &&
@@ -260,10 +271,15 @@ ACCL_DEV void runSend(const CollKernelArgs& a, const KTask& t) {
           !waitAtLeast(a, &me->folded[seg.foldWait - 1], i + 1, {t.rank, t.rank, t.ch, kWaitOwnFold, i}))
         return;
       const char* src = devicePointer(seg.src + off);
-      if (seg.scaled) blockScale<E>(out.slot, src, n, scalarOf<E>(a, t.rank));
-      else blockCopy(out.slot, src, n);
+      if (seg.scaled)
+        scaleRange<E>(reinterpret_cast<S*>(out.slot), reinterpret_cast<const S*>(src), n / sizeof(S), sh.first(),
+                      sh.step(), scalarOf<E>(a, t.rank));
+      else
+        copyRange(out.slot, src, n, sh.first(), sh.step());
       syncBlock();
-      if (threadIndex() == 0) {
+      const int whole = arrive(a, t, sh, j);
+      if (whole < 0) return;
+      if (whole) {
         if (a.viaNet[t.rank][t.peer]) proxy(a, t.rank)->outBytes[t.peer][t.ch][g % kSlots] = n;  // the proxy sends n bytes
         *out.stamp = stampOf(a, t.rank, t.rank, seg.bytes);
         storeRelease(out.posted, g + 1);
@@ -271,33 +287,34 @@ ACCL_DEV void runSend(const CollKernelArgs& a, const KTask& t) {
       }
     }
   }
-  if (threadIndex() == 0) me->sent[t.peer][t.ch] = g;
 }
 
-ACCL_DEV void runRecv(const CollKernelArgs& a, const KTask& t) {
+ACCL_DEV void runRecv(const CollKernelArgs& a, const KTask& t, const Share& sh) {
   MailboxHeader* me = header(a, t.rank);
   uint64_t g = me->consumed[t.peer][t.ch];
-  syncBlock();
+  uint64_t j = 0;
   for (int s = 0; s < t.segments; s++) {
     const KSegment& seg = a.segments[t.firstSegment + s];
-    for (uint64_t off = 0; off < seg.bytes; off += kChunkBytes, g++) {
+    for (uint64_t off = 0; off < seg.bytes; off += kChunkBytes, g++, j++) {
       const size_t n = seg.bytes - off < kChunkBytes ? seg.bytes - off : kChunkBytes;
       const Link in = incoming(a, t.rank, t.peer, t.ch, g);
       if (!waitAtLeast(a, in.posted, g + 1, {t.rank, t.peer, t.ch, kWaitPeerData, g})) return;
       if (!stampMatches(a, in.stamp, stampOf(a, t.rank, t.peer, seg.bytes), {t.rank, t.peer, t.ch, kWaitPeerData, g}))
         return;
-      blockCopy(devicePointer(seg.dst + off), in.slot, n);
+      copyRange(devicePointer(seg.dst + off), in.slot, n, sh.first(), sh.step());
       syncBlock();
-      if (threadIndex() == 0) storeRelease(in.freed, g + 1);
+      const int whole = arrive(a, t, sh, j);
+      if (whole < 0) return;
+      if (whole) storeRelease(in.freed, g + 1);
     }
   }
-  if (threadIndex() == 0) me->consumed[t.peer][t.ch] = g;
 }
 
-ACCL_DEV void runCopy(const CollKernelArgs& a, const KTask& t) {
+ACCL_DEV void runCopy(const CollKernelArgs& a, const KTask& t, const Share& sh) {
   for (int s = 0; s < t.segments; s++) {
     const KSegment& seg = a.segments[t.firstSegment + s];
-    if (seg.src != seg.dst && seg.bytes) blockCopy(devicePointer(seg.dst), devicePointer(seg.src), seg.bytes);
+    if (seg.src != seg.dst && seg.bytes)
+      copyRange(devicePointer(seg.dst), devicePointer(seg.src), seg.bytes, sh.first(), sh.step());
   }
 }
 
@@ -306,17 +323,19 @@ ACCL_DEV void runCopy(const CollKernelArgs& a, const KTask& t) {
 // stream's position at entry plus the chunk index, and the inputs' addresses sit in block-shared
 // memory, written alike by every thread.
 template <class E, class Op>
-ACCL_DEV void runFold(const CollKernelArgs& a, const KTask& t) {
+ACCL_DEV void runFold(const CollKernelArgs& a, const KTask& t, const Share& sh) {
   using S = typename E::Storage;
-  using C = typename E::Compute;
   MailboxHeader* me = header(a, t.rank);
   const KSegment& seg = a.segments[t.firstSegment];
   const int rank = t.rank;
-  const bool scaled = a.scalarKind[rank] != ScalarKind::None;
-  const C k = scaled ? scalarOf<E>(a, rank) : C{};
+  FoldExtras<E> extras;
+  if (a.scalarKind[rank] != ScalarKind::None) {
+    extras.scaledInput = rank;
+    extras.k = scalarOf<E>(a, rank);
+  }
+  extras.divisor = a.divisor > 1 ? static_cast<int>(a.divisor) : 1;
   ACCL_BLOCK_SHARED(const S* in[kMailboxRanks]);
-  uint64_t i = 0;
-  for (uint64_t off = 0; off < seg.bytes; off += kChunkBytes, i++) {
+  for (uint64_t off = 0, i = 0; off < seg.bytes; off += kChunkBytes, i++) {
     const size_t n = (seg.bytes - off < kChunkBytes ? seg.bytes - off : kChunkBytes) / sizeof(S);
     for (int r = 0; r < a.nranks; r++) {
       if (r == rank) {
@@ -333,18 +352,11 @@ ACCL_DEV void runFold(const CollKernelArgs& a, const KTask& t) {
       for (int r = 0; r < a.nranks; r++)
         if (r != rank && !waitAtLeast(a, &me->sentChunks[r], i + 1, {rank, r, 0, kWaitOwnSend, i})) return;
     S* out = reinterpret_cast<S*>(devicePointer(seg.dst + off));
-    for (size_t e = threadIndex(); e < n; e += blockSize()) {
-      S acc = in[0][e];
-      if (scaled && rank == 0) acc = E::narrow(ProdOp::apply(E::widen(acc), k));
-      for (int r = 1; r < a.nranks; r++) {
-        S x = in[r][e];
-        if (scaled && r == rank) x = E::narrow(ProdOp::apply(E::widen(x), k));
-        acc = E::narrow(Op::apply(E::widen(acc), E::widen(x)));
-      }
-      out[e] = a.divisor > 1 ? divideOne<E>(acc, static_cast<int>(a.divisor)) : acc;
-    }
+    foldRange<E, Op>(out, [&](int r) { return in[r]; }, a.nranks, n, sh.first(), sh.step(), extras);
     syncBlock();  // every thread is done with this chunk (and with in[]) before it is freed
-    if (threadIndex() == 0) {
+    const int whole = arrive(a, t, sh, i);
+    if (whole < 0) return;
+    if (whole) {
       for (int r = 0; r < a.nranks; r++) {
         if (r == rank) continue;
         const uint64_t g = me->consumed[r][t.ch] + i;
@@ -353,22 +365,57 @@ ACCL_DEV void runFold(const CollKernelArgs& a, const KTask& t) {
       storeRelease(&me->folded[t.ch], i + 1);
     }
   }
-  syncBlock();  // every thread has read the positions before thread 0 moves them on
-  if (threadIndex() == 0)
-    for (int r = 0; r < a.nranks; r++)
-      if (r != rank) me->consumed[r][t.ch] += i;
+}
+
+ACCL_DEV uint64_t chunksOf(uint64_t bytes) { return (bytes + kChunkBytes - 1) / kChunkBytes; }
+
+// Every block of the launch ends here, done or given up. The rank's last block moves its
+// streams' positions on by the chunks this launch's tasks moved, and sets the per-launch
+// counters back to 0 (collective_args.h): the next launch on the rank's stream starts only
+// after this one ended, and finds them as the first one did, with nothing queued by the host.
+ACCL_DEV void endBlock(const CollKernelArgs& a, int rank) {
+  syncBlock();
+  if (threadIndex() != 0) return;
+  MailboxHeader* me = header(a, rank);
+  uint64_t blocks = 0;
+  for (int ti = 0; ti < a.ntasks; ti++)
+    if (a.tasks[ti].rank == rank) blocks += a.tasks[ti].blocks;
+  if (fetchAdd(&me->blocksDone, 1) + 1 != blocks) return;
+  for (int ti = 0; ti < a.ntasks; ti++) {
+    const KTask& t = a.tasks[ti];
+    if (t.rank != rank) continue;
+    me->arrivals[ti] = 0;
+    if (t.kind == TaskKind::Fold) {
+      const uint64_t chunks = chunksOf(a.segments[t.firstSegment].bytes);
+      for (int r = 0; r < a.nranks; r++)
+        if (r != rank) me->consumed[r][t.ch] += chunks;
+      continue;
+    }
+    uint64_t chunks = 0;
+    for (int s = 0; s < t.segments; s++) chunks += chunksOf(a.segments[t.firstSegment + s].bytes);
+    if (t.kind == TaskKind::Send) me->sent[t.peer][t.ch] += chunks;
+    if (t.kind == TaskKind::Recv) me->consumed[t.peer][t.ch] += chunks;
+  }
+  for (int c = 0; c < kChannels; c++) me->folded[c] = 0;
+  for (int r = 0; r < kMailboxRanks; r++) me->sentChunks[r] = 0;
+  storeRelease(&me->blocksDone, 0);
 }
 
 template <class E, class Op>
 ACCL_DEV void collective(const CollKernelArgs& a) {
-  if (static_cast<int>(blockIndex()) >= a.ntasks) return;
-  const KTask t = a.tasks[blockIndex()];
+  // Tasks take consecutive blocks of the grid, KTask::blocks each, in task order.
+  unsigned b = blockIndex();
+  int ti = 0;
+  while (ti < a.ntasks && b >= a.tasks[ti].blocks) b -= a.tasks[ti++].blocks;
+  if (ti >= a.ntasks) return;
+  const KTask t = a.tasks[ti];
+  const Share sh{ti, b, t.blocks};
   // The rank's first block publishes which collective it is in (MailboxHeader::callWord, and
   // ProxyHeader::callWord for its proxy to announce).
-  if (!a.p2p && a.stamp[t.rank].magic != 0 && threadIndex() == 0) {
-    unsigned first = 0;
+  if (!a.p2p && a.stamp[t.rank].magic != 0 && threadIndex() == 0 && b == 0) {
+    int first = 0;
     while (a.tasks[first].rank != t.rank) first++;
-    if (first == blockIndex()) {
+    if (first == ti) {
       MailboxHeader* h = header(a, t.rank);
       publishCall(&h->callWord, &h->call, a.stamp[t.rank]);
       if (a.proxyBox[t.rank] != nullptr) {
@@ -378,11 +425,12 @@ ACCL_DEV void collective(const CollKernelArgs& a) {
     }
   }
   switch (t.kind) {
-    case TaskKind::Send: runSend<E>(a, t); break;
-    case TaskKind::Recv: runRecv(a, t); break;
-    case TaskKind::Copy: runCopy(a, t); break;
-    case TaskKind::Fold: runFold<E, Op>(a, t); break;
+    case TaskKind::Send: runSend<E>(a, t, sh); break;
+    case TaskKind::Recv: runRecv(a, t, sh); break;
+    case TaskKind::Copy: runCopy(a, t, sh); break;
+    case TaskKind::Fold: runFold<E, Op>(a, t, sh); break;
   }
+  endBlock(a, t.rank);
 }
 
 }  // namespace accl::kern::coll

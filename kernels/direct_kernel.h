@@ -136,7 +136,7 @@ ACCL_DEV bool samePost(const DirectArgs& a, const DirectPost& p, const DirectEnt
 template <class E>
 ACCL_DEV typename E::Storage storageOf(const unsigned char* b) {
   typename E::Storage s;
-  memcpy(&s, b, sizeof(s));
+  __builtin_memcpy(&s, b, sizeof(s));
   return s;
 }
 
@@ -147,24 +147,24 @@ struct Lanes {
   static constexpr int kN = 16 / sizeof(S);
   ACCL_DEV static Vec16 scale(Vec16 v, C k) {
     S x[kN];
-    memcpy(x, &v, 16);
+    __builtin_memcpy(x, &v, 16);
     ACCL_UNROLL for (int i = 0; i < kN; i++) x[i] = E::narrow(ProdOp::apply(E::widen(x[i]), k));
-    memcpy(&v, x, 16);
+    __builtin_memcpy(&v, x, 16);
     return v;
   }
   ACCL_DEV static Vec16 fold(Vec16 acc, Vec16 v) {
     S x[kN], y[kN];
-    memcpy(x, &acc, 16);
-    memcpy(y, &v, 16);
+    __builtin_memcpy(x, &acc, 16);
+    __builtin_memcpy(y, &v, 16);
     ACCL_UNROLL for (int i = 0; i < kN; i++) x[i] = E::narrow(Op::apply(E::widen(x[i]), E::widen(y[i])));
-    memcpy(&acc, x, 16);
+    __builtin_memcpy(&acc, x, 16);
     return acc;
   }
   ACCL_DEV static Vec16 divide(Vec16 v, int d) {
     S x[kN];
-    memcpy(x, &v, 16);
+    __builtin_memcpy(x, &v, 16);
     ACCL_UNROLL for (int i = 0; i < kN; i++) x[i] = divideOne<E>(x[i], d);
-    memcpy(&v, x, 16);
+    __builtin_memcpy(&v, x, 16);
     return v;
   }
 };
@@ -206,8 +206,8 @@ ACCL_DEV void allReduce(const DirectArgs& a, int rank, int block) {
     p.type = a.type;
     p.red = a.red;
     p.scaled = me.scalarKind != ScalarKind::None;
-    if (me.scalarKind == ScalarKind::Device) memcpy(p.scalar, devicePointer(static_cast<const S*>(me.scalarPtr)), sizeof(S));
-    else memcpy(p.scalar, me.scalarBytes, sizeof(p.scalar));
+    if (me.scalarKind == ScalarKind::Device) __builtin_memcpy(p.scalar, devicePointer(static_cast<const S*>(me.scalarPtr)), sizeof(S));
+    else __builtin_memcpy(p.scalar, me.scalarBytes, sizeof(p.scalar));
     if (me.stamp.magic != 0) {  // the call, for a peer that waits in the mailbox path (collective_kernel.h)
       storeRelease(&own->callWord, 0);
       fenceSystem();
@@ -288,16 +288,16 @@ ACCL_DEV void allReduce(const DirectArgs& a, int rank, int block) {
     // Element by element where a buffer is only element-aligned, and the tail.
     for (size_t e = head / sizeof(S) + threadIndex(); e < len / sizeof(S); e += blockSize()) {
       S acc;
-      memcpy(&acc, src[0] + e * sizeof(S), sizeof(S));
+      __builtin_memcpy(&acc, src[0] + e * sizeof(S), sizeof(S));
       if (scaled[0]) acc = E::narrow(ProdOp::apply(E::widen(acc), k[0]));
       for (int r = 1; r < n; r++) {
         S x;
-        memcpy(&x, src[r] + e * sizeof(S), sizeof(S));
+        __builtin_memcpy(&x, src[r] + e * sizeof(S), sizeof(S));
         if (scaled[r]) x = E::narrow(ProdOp::apply(E::widen(x), k[r]));
         acc = E::narrow(Op::apply(E::widen(acc), E::widen(x)));
       }
       if (divisor > 1) acc = divideOne<E>(acc, divisor);
-      for (int r = 0; r < n; r++) memcpy(dst[r] + e * sizeof(S), &acc, sizeof(S));
+      for (int r = 0; r < n; r++) __builtin_memcpy(dst[r] + e * sizeof(S), &acc, sizeof(S));
     }
   }
   syncBlock();  // the block's stores are issued before its thread 0 says the block is done

@@ -90,6 +90,14 @@ ACCL_DEV uint64_t nowNs() {
   return t;
 }
 // One thread of the grid claims *word (0 -> v); true for the one that did.
+// Adds v to *word and returns what it held; writes before it are visible to whoever sees the sum
+// (system scope, as storeRelease), and writes after it follow it.
+ACCL_DEV uint64_t fetchAdd(uint64_t* word, uint64_t v) {
+  __threadfence_system();
+  const uint64_t old = atomicAdd(reinterpret_cast<unsigned long long*>(word), static_cast<unsigned long long>(v));
+  __threadfence_system();
+  return old;
+}
 ACCL_DEV bool claimOnce(uint64_t* word, uint64_t v) {
   return atomicCAS(reinterpret_cast<unsigned long long*>(word), 0ull, static_cast<unsigned long long>(v)) == 0;
 }
@@ -136,6 +144,9 @@ ACCL_DEV T* devicePointer(T* p) {
 }
 // s_memrealtime counts at a constant 100 MHz on gfx9 parts.
 ACCL_DEV uint64_t nowNs() { return __builtin_amdgcn_s_memrealtime() * 10; }
+ACCL_DEV uint64_t fetchAdd(uint64_t* word, uint64_t v) {
+  return __hip_atomic_fetch_add(word, v, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_SYSTEM);
+}
 ACCL_DEV bool claimOnce(uint64_t* word, uint64_t v) {
   uint64_t expected = 0;
   return __hip_atomic_compare_exchange_strong(word, &expected, v, __ATOMIC_RELAXED, __ATOMIC_RELAXED,
@@ -164,6 +175,7 @@ inline unsigned gridSize() { return tlsCoords.gridDim; }
 inline void storeRelease(uint64_t* flag, uint64_t v) { __atomic_store_n(flag, v, __ATOMIC_SEQ_CST); }
 // Monotonic nanoseconds (the emulation's stand-in for the device's global timer).
 uint64_t nowNs();
+inline uint64_t fetchAdd(uint64_t* word, uint64_t v) { return __atomic_fetch_add(word, v, __ATOMIC_SEQ_CST); }
 inline bool claimOnce(uint64_t* word, uint64_t v) {
   uint64_t expected = 0;
   return __atomic_compare_exchange_n(word, &expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -204,7 +216,7 @@ ACCL_DEV void storeVec(void* p, Vec16 v) {
 // Vectors each thread keeps in flight in stridedCopy: one 16-byte load per thread leaves a GPU's
 // memory system mostly idle (a load's latency is ~1 us); several independent loads issued before
 // the first store overlap their latencies.
-constexpr int kCopyUnroll = 4;
+constexpr int kCopyUnroll = 8;
 
 // Copies `bytes`, thread `first` of `step` threads taking every step-th piece: 16-byte vectors
 // when both ends are 16-byte aligned (kCopyUnroll of them loaded before any is stored), else

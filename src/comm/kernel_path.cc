@@ -334,6 +334,7 @@ ncclResult_t KernelPath::checkKernels(Comm& c, std::string (*describe)(const voi
       case kern::kWaitPeerSpace: what = "to take the data sent to it: its side of the call stopped or never started"; break;
       case kern::kWaitOwnFold: what = "(its own reduction; internal error)"; break;
       case kern::kWaitOwnSend: what = "(its own send; internal error)"; break;
+      case kern::kWaitOwnBlocks: what = "(its own blocks of one task; internal error)"; break;
     }
     const bool peerHere = peer >= 0 && peer < c.nranks && c.peers[peer].pid == c.peers[c.rank].pid;
     WARN("rank %d: ACCL_TIMEOUT=%lld s expired in a collective kernel: rank %d's kernel waited for %s%s %s (channel "
@@ -404,7 +405,7 @@ ncclResult_t setUpKernelPath(Comm* c) {
          "for each other, so all of them must be resident at once: up to %d blocks of %u threads per rank, %d in "
          "all, where the device holds %d. Run at most %d ranks of one communicator per GPU (docs/gpu.md, \"Several "
          "ranks on one GPU\")",
-         c->rank, onDevice, c->cudaDev, kern::kMaxTasks, kern::kCollThreads, onDevice * kern::kMaxTasks, resident,
+         c->rank, onDevice, c->cudaDev, kern::kMaxTasks, kern::kMaxCollThreads, onDevice * kern::kMaxTasks, resident,
          resident / kern::kMaxTasks);
     return ncclInvalidUsage;
   }
@@ -514,8 +515,8 @@ ncclResult_t setUpKernelPath(Comm* c) {
   for (int r : netPeers) via += (via.empty() ? "" : ", ") + std::to_string(r) + " via " + c->peerTransport[r]->name();
   INFO(kSubsysInit | kSubsysColl,
        "rank %d/%d: collectives run as kernels on the caller's stream (mailboxes of %zu bytes, %d ranks of this "
-       "process on device %d; chunks of %zu bytes, %d in flight per channel, %u threads per block); %s%s",
-       c->rank, c->nranks, bytes, inProcess, c->cudaDev, kern::kChunkBytes, kern::kSlots, kern::kCollThreads,
+       "process on device %d; chunks of %zu bytes, %d in flight per channel, up to %u threads per block); %s%s",
+       c->rank, c->nranks, bytes, inProcess, c->cudaDev, kern::kChunkBytes, kern::kSlots, kern::kMaxCollThreads,
        netPeers.empty() ? "no peer through the network proxy" : "network proxy for ranks ", via.c_str());
   if (param::checkMismatch() == 2)
     INFO(kSubsysInit | kSubsysColl,

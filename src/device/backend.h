@@ -99,12 +99,15 @@ class Backend {
   // Collectives as kernels on the caller's stream (kernels/collective_kernel.h): whether this
   // backend runs them, and what they need. allocShared memory is zeroed; allocMapped gives
   // host memory a kernel can poll (*devicePtr: where the kernel reaches it), e.g. the word
-  // ncclCommAbort sets so that waiting kernels give up. launchCollective zeroes the launch's
-  // fold counters in its own mailbox and queues one launch of the kernel for (type, op) with
-  // args.ntasks blocks on s (a Device stream), from the calling thread, at call time.
+  // ncclCommAbort sets so that waiting kernels give up. launchCollective queues one launch
+  // of the kernel for (type, op) with args.nblocks blocks of args.threads threads on s (a Device
+  // stream), from the calling thread, at call time, and nothing else: the kernel keeps its own
+  // counters (they only grow, or the launch's last block sets them back; collective_args.h).
   virtual bool runsCollectiveKernels() const { return false; }
-  // Blocks of the collective kernel that the device holds at once (0: cannot say).
+  // Blocks of the collective kernel that the device holds at once (0: cannot say), and its
+  // multiprocessors (0: cannot say), which the grid tuner scales the blocks per rank by.
   virtual int residentCollectiveBlocks() const { return 0; }
+  virtual int multiprocessors() const { return 0; }
   // Device memory (this device's, or a peer's mapped with openShared): set `bytes` to `value`,
   // or copy them to the host; on the backend's own stream, waited for. For set-up and teardown.
   virtual ncclResult_t fillDevice(void* p, unsigned char value, size_t bytes) {

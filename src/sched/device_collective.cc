@@ -2,11 +2,15 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <cstdint>
+#include <map>
+#include <vector>
 #include "base/check.h"
 #include "base/log.h"
 #include "coll/algorithms.h"
 #include "comm/kernel_path.h"
 #include "sched/call_stamp.h"
+#include "sched/device_grid.h"
 #include "sched/direct_collective.h"
 
 namespace accl {
@@ -27,6 +31,11 @@ class LaunchDraft {
   explicit LaunchDraft(const KernelPath& kp) { kp.fillCommon(&args_); }
   // The rank whose tasks the calls below add.
   void forRank(int rank) { rank_ = rank; }
+  // The grid the tuner chose for the rank's op (the launch takes the most threads any asks for).
+  void setGrid(int rank, const DeviceGrid& g) {
+    grids_[rank] = g;
+    threads_ = std::max(threads_, g.threads);
+  }
   int rank() const { return rank_; }
   // The task for (rank, kind, peer, ch), made on first use: one block per stream of bytes.
   int task(TaskKind kind, int peer, int ch) {
@@ -66,6 +75,7 @@ class LaunchDraft {
 
   // Lays the tasks out in the arguments; an error (WARNed) when they do not fit.
   ncclResult_t finish(const char* what) {
+    assignBlocks();
     size_t segs = 0;
     for (const Draft& d : tasks_) segs += d.segs.size();
     if (tasks_.size() > static_cast<size_t>(kern::kMaxTasks) || segs > static_cast<size_t>(kern::kMaxSegments)) {
@@ -84,16 +94,56 @@ class LaunchDraft {
       args_.tasks[n++] = d.t;
     }
     args_.ntasks = n;
+    args_.nblocks = 0;
+    for (int i = 0; i < n; i++) args_.nblocks += args_.tasks[i].blocks;
+    args_.threads = threads_;
     return ncclSuccess;
   }
 
  private:
+  // Each rank's blocks (its grid's blocksPerRank, at least one per task, and all ranks of the
+  // launch together at most kMaxLaunchBlocks, which the resident check at set-up counts on)
+  // shared among its tasks: one each, then the rest one at a time, the fold first (it reads
+  // every rank's input), each task at most kMaxTaskBlocks and one per 16 KiB it moves (a task
+  // of a few bytes gains nothing from more blocks).
+  void assignBlocks() {
+    int ranks = 0;
+    for (const auto& [rank, g] : grids_) ranks += g.blocksPerRank > 0;
+    const int share = ranks ? kern::kMaxLaunchBlocks / ranks : 1;
+    for (const auto& [rank, g] : grids_) {
+      std::vector<Draft*> mine;
+      for (Draft& d : tasks_)
+        if (d.t.rank == rank && !d.segs.empty()) mine.push_back(&d);
+      std::stable_sort(mine.begin(), mine.end(), [](const Draft* x, const Draft* y) {
+        return x->t.kind == TaskKind::Fold && y->t.kind != TaskKind::Fold;
+      });
+      int left = std::min(g.blocksPerRank, share) - static_cast<int>(mine.size());
+      for (Draft* d : mine) d->t.blocks = 1;
+      for (bool grew = true; left > 0 && grew;) {
+        grew = false;
+        for (Draft* d : mine) {
+          uint64_t bytes = 0;
+          for (const KSegment& s : d->segs) bytes += s.bytes;
+          if (left == 0 || d->t.blocks >= kern::kMaxTaskBlocks || bytes < (uint64_t{d->t.blocks} + 1) * (16 << 10))
+            continue;
+          d->t.blocks++;
+          left--;
+          grew = true;
+        }
+      }
+    }
+    for (Draft& d : tasks_)
+      if (d.t.blocks == 0) d.t.blocks = 1;
+  }
+
   struct Draft {
     KTask t;
     std::vector<KSegment> segs;
   };
   kern::CollKernelArgs args_;
   std::vector<Draft> tasks_;
+  std::map<int, DeviceGrid> grids_;
+  unsigned threads_ = 64;
   int rank_ = 0;
 };
 
@@ -363,6 +413,8 @@ ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops, std::shar
       toKernelAddresses(backend, op);
       r.comm->kernelPath->fillRank(&d.args());
       buildCollective(*op, r.comm->rank, r.comm->nranks, &d);
+      d.setGrid(r.comm->rank, chooseDeviceGrid(op->kind, op->count * dev::typeSize(op->type), r.comm->nranks,
+                                               backend.multiprocessors()));
       if (!lead) lead = op;
     }
     if (!lead) continue;
@@ -375,6 +427,9 @@ ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops, std::shar
     if (r.p2p.empty()) continue;
     anyP2p = true;
     r.comm->kernelPath->fillRank(&d.args());
+    size_t largest = 0;
+    for (const OpDesc* op : r.p2p) largest = std::max(largest, op->count * dev::typeSize(op->type));
+    d.setGrid(r.comm->rank, chooseDeviceGrid(r.p2p.front()->kind, largest, r.comm->nranks, backend.multiprocessors()));
     NCCLCHECK(buildPointToPoint(r.p2p, *r.comm->kernelPath, first, capturing, r.comm->rank, &d, backend));
   }
   if (anyP2p) {

@@ -348,14 +348,14 @@ TEST(CudaBackend, SixteenRanksOnEightDevicesRunCollectivesAsKernels) {
 // side, and blocks that are not resident never run while the resident ones wait for them. So
 // init refuses it on every rank of that device, naming how many ranks per GPU fit; two fit.
 TEST(CudaBackend, MoreRanksOnOneDeviceThanItsResidentBlocksHoldAreRefusedAtInit) {
-  setenv("FAKE_CUDA_SMS", "16", 1);
+  setenv("FAKE_CUDA_SMS", "32", 1);
   const std::string log = testing::TempDir() + "resident" + std::to_string(getpid()) + ".log";
   setenv("NCCL_DEBUG", "WARN", 1);
   setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
   REQUIRE_DRIVER(d);
   std::string error;
   bool ok = runThreadRanks(3, [](int) { useDevice(0); }, [](ncclComm_t, int) {}, &error);
-  EXPECT_FALSE(ok) << "three ranks on a 16-SM device were accepted";
+  EXPECT_FALSE(ok) << "three ranks on a 32-SM device were accepted (4 blocks of 512 threads per SM)";
   const std::string text = accl_test::readFile(log);
   unlink(log.c_str());
   EXPECT_EQ(3, accl_test::occurrences(text, "all of them must be resident at once")) << text;

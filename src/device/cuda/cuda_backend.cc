@@ -157,6 +157,7 @@ class CudaBackend final : public Backend {
   }
 
   int residentCollectiveBlocks() const override { return dev_.residentCollectiveBlocks(); }
+  int multiprocessors() const override { return dev_.multiprocessors(); }
 
   uint64_t deviceId() const override {
     uint64_t h = 1469598103934665603ull;  // FNV-1a of the PCI bus id: equal on every process
@@ -346,39 +347,22 @@ class CudaBackend final : public Backend {
     return ncclSuccess;
   }
 
-  // Queued from the calling thread straight onto the caller's stream (captured as two graph
-  // nodes when the stream is capturing): nothing is allocated, registered or loaded here.
+  // Queued from the calling thread straight onto the caller's stream (one graph node when the
+  // stream is capturing): nothing is allocated, registered or loaded here.
   ncclResult_t launchCollective(const StreamRef& s, ncclDataType_t type, RedKind op,
                                 const kern::CollKernelArgs& args) override {
     ContextScope scope(api_, dev_.context());
     const std::string name = kernelName("accl_coll_", type) + "_" + redName(op);
     CUfunction fn = dev_.kernel(name);
     if (fn == nullptr) return ncclInternalError;  // WARNed by kernel()
+    // Nothing else is queued: the kernel sets its per-launch counters back itself when it ends
+    // (kernels/collective_args.h), so a call is one queue entry.
     kern::CollKernelArgs a = args;
-    bool zeroed[kern::kMailboxRanks] = {};
-    for (int i = 0; i < a.ntasks; i++) {
-      const int rank = a.tasks[i].rank;
-      if (zeroed[rank]) continue;
-      zeroed[rank] = true;
-      // The launch's progress counters in the rank's own mailbox start at 0.
-      static_assert(offsetof(kern::MailboxHeader, sentChunks) ==
-                    offsetof(kern::MailboxHeader, folded) + sizeof(kern::MailboxHeader::folded));
-      const CUdeviceptr progress =
-          reinterpret_cast<CUdeviceptr>(a.mailbox[rank]) + offsetof(kern::MailboxHeader, folded);
-      CUresult r = api_.memsetD8Async(
-          progress, 0, sizeof(kern::MailboxHeader::folded) + sizeof(kern::MailboxHeader::sentChunks), s.handle);
-      if (r != kSuccess) {
-        WARN("%s backend on device %d: cuMemsetD8Async on stream %p failed: %s", api_.runtime, dev_.ordinal(),
-             static_cast<void*>(s.handle), errorText(api_, r).c_str());
-        return ncclUnhandledCudaError;
-      }
-    }
     void* params[] = {&a};
-    CUresult r = api_.launchKernel(fn, static_cast<unsigned>(a.ntasks), 1, 1, kern::kCollThreads, 1, 1, 0, s.handle,
-                                   params, nullptr);
+    CUresult r = api_.launchKernel(fn, a.nblocks, 1, 1, a.threads, 1, 1, 0, s.handle, params, nullptr);
     if (r != kSuccess) {
-      WARN("%s backend on device %d: launch of %s (%d blocks) on stream %p failed: %s", api_.runtime, dev_.ordinal(),
-           name.c_str(), a.ntasks, static_cast<void*>(s.handle), errorText(api_, r).c_str());
+      WARN("%s backend on device %d: launch of %s (%u blocks of %u threads) on stream %p failed: %s", api_.runtime,
+           dev_.ordinal(), name.c_str(), a.nblocks, a.threads, static_cast<void*>(s.handle), errorText(api_, r).c_str());
       return ncclUnhandledCudaError;
     }
     return ncclSuccess;

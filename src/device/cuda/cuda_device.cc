@@ -80,7 +80,7 @@ ncclResult_t CudaDevice::init() {
     for (const auto& [name, fn] : kernels_) {
       if (name.rfind("accl_coll_", 0) != 0) continue;
       int blocks = 0;
-      if (api_.occupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, static_cast<int>(kern::kCollThreads), 0) !=
+      if (api_.occupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, static_cast<int>(kern::kMaxCollThreads), 0) !=
           kSuccess)
         continue;
       fewest = fewest == 0 ? blocks : std::min(fewest, blocks);

@@ -22,7 +22,7 @@ class CudaDevice {
   const std::string& pciBusId() const { return pciBusId_; }
   const Uuid& uuid() const { return uuid_; }
   int multiprocessors() const { return sms_; }
-  // Blocks of the collective kernel (kern::kCollThreads threads each) that the device holds at
+  // Blocks of the collective kernel (kern::kMaxCollThreads threads each) that the device holds at
   // once, over all its SMs; 0 when the driver cannot say.
   int residentCollectiveBlocks() const { return residentCollBlocks_; }
   bool hostPointerIsDevicePointer() const { return hostPtrIsDevPtr_; }
