@@ -138,9 +138,8 @@ void steadyStateRounds(int n) {
       } else {
         EXPECT_EQ(un, c.launches) << what << ": one launch per rank";
         EXPECT_EQ(0u, c.copies) << what;
-        // The launch's progress counters are zeroed by a memset today; the branch that makes
-        // them monotonic (kernels/) removes it, and this bound becomes 0 then.
-        EXPECT_LE(c.memsets, c.launches) << what;
+        // No memset: the rank's last block resets the launch's progress counters itself.
+        EXPECT_EQ(0u, c.memsets) << what;
         // One event per launch, recorded after it: what a call on another stream waits for and
         // what ncclCommDestroy waits for (comm/launch_order.h).
         EXPECT_EQ(un, c.records) << what;
