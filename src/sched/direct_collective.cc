@@ -4,6 +4,7 @@
 #include <cstring>
 #include "base/check.h"
 #include "base/log.h"
+#include "base/param.h"
 #include "comm/kernel_path.h"
 
 namespace accl {
@@ -24,10 +25,18 @@ int directBlocksPerRank(size_t bytes, int nranks, int resident) {
   const int total = resident > 0 ? std::min(resident, kDirectMaxBlocks) : kDirectMaxBlocks;
   const int cap = std::max(1, total / std::max(1, nranks));
   const size_t want = std::max<size_t>(1, bytes / kDirectBytesPerBlock);
-  return static_cast<int>(std::min<size_t>(want, static_cast<size_t>(cap)));
+  int blocks = static_cast<int>(std::min<size_t>(want, static_cast<size_t>(cap)));
+  // NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS clamp it as they clamp the mailbox kernel's grid
+  // (never past what can be resident at once: every block of every rank must run together).
+  if (const long long lo = param::minNchannels(); lo > 0) blocks = std::max(blocks, static_cast<int>(std::min<long long>(lo, cap)));
+  if (const long long hi = param::maxNchannels(); hi > 0) blocks = std::min(blocks, static_cast<int>(hi));
+  INFO(kSubsysTuning, "AllReduce: %zu bytes on %d ranks of one process -> direct kernel, %d blocks per rank of %u threads",
+       bytes, nranks, blocks, kern::kDirectThreads);
+  return blocks;
 }
 
 bool directEligible(const OpDesc& op, const KernelPath& kp) {
+  if (param::p2pDirectDisable() != 0) return false;
   if (op.kind != OpKind::AllReduce || op.comm->nranks < 2 || op.comm->nranks > kern::kMailboxRanks) return false;
   return op.count * dev::typeSize(op.type) >= kDirectMinBytes && kp.allRanksInProcess();
 }

@@ -279,6 +279,7 @@ TEST(DeviceGrid, MaxNchannelsCapsTheBlocksPerRank) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       setenv("NCCL_MAX_NCHANNELS", "2", 1);
+      setenv("NCCL_P2P_DIRECT_DISABLE", "1", 1);  // the mailbox kernel's grid, not the direct path's
       execl("/proc/self/exe", "device_grid_fake_test", "--gtest_filter=DeviceGrid.MaxNchannelsCapsTheBlocksPerRank",
             static_cast<char*>(nullptr));
       _exit(127);
