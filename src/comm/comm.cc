@@ -59,7 +59,9 @@ void Comm::fail(ncclResult_t err, int culprit) {
   if (asyncError.compare_exchange_strong(expected, err)) {
     // What this rank was told first (within the past 2 s) about the rank it blames:
     // consequences (a neighbour that failed in turn) come after it, and name other ranks.
-    std::string first = firstRecentWarnFor(rank, 2000, abortFlag.load() ? -1 : culprit);
+    // Without a culprit the latest WARN stays the cause (e.g. a timeout's report naming whom
+    // it waited for, logged after its hang summary).
+    std::string first = culprit >= 0 && !abortFlag.load() ? firstRecentWarnFor(rank, 2000, culprit) : std::string();
     if (abortFlag.load()) {
       // This rank's own ncclCommAbort closed the connections: no peer is to blame, and the
       // WARN that says the abort interrupted the call stays the last error.

@@ -105,9 +105,9 @@ TEST_F(HipKernelBundle, ListsOneCodeObjectPerRequestedTarget) {
 TEST_F(HipKernelBundle, EachTargetHoldsEveryKernelTheLibraryCanLaunch) {
   const std::vector<std::string> names = accl::kern::kernelNames();
   const std::set<std::string> want(names.begin(), names.end());
-  // 12 types x (4 reductions + scale + divide + 4 collective kernels) + copy + the two flag
-  // kernels of the stream gates + the staged kernel (communicators of more than 16 ranks).
-  ASSERT_EQ(want.size(), 124u) << "the emulated registry is not the kernel list this test was written for";
+  // 12 types x (4 reductions + scale + divide + 4 collective kernels + 4 direct kernels) + copy +
+  // the two flag kernels of the stream gates + the staged kernel (communicators of more than 16 ranks).
+  ASSERT_EQ(want.size(), 172u) << "the emulated registry is not the kernel list this test was written for";
   ASSERT_TRUE(want.count("accl_copy") && want.count("accl_reduce2_bfloat16_max") &&
               want.count("accl_coll_float8e5m2_min") && want.count("accl_staged"));
   // What the device backend resolves at init and launches is a subset of it.
