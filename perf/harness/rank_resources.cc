@@ -15,9 +15,12 @@ bool cudaOk(const CudaSession& cuda, CUresult r, const char* call, std::string* 
   return false;
 }
 
+// With the library's last error, as nccl-tests prints it for a failed call: the code alone
+// ("remote process exited or there was a network error") does not say which peer or link.
 bool ncclOk(ncclResult_t r, const char* call, std::string* error) {
   if (r == ncclSuccess) return true;
-  *error = std::string(call) + ": " + ncclGetErrorString(r);
+  const char* last = ncclGetLastError(nullptr);
+  *error = std::string(call) + ": " + ncclGetErrorString(r) + " / " + (last ? last : "");
   return false;
 }
 

@@ -400,6 +400,15 @@ bool namesRank(const char* text, int n) {
 }
 }  // namespace
 
+namespace {
+// Recent WARN `w` was logged on thread `me` or begins "rank R:" / "rank R of".
+bool concernsRank(const RecentWarn& w, long me, const std::string& mine) {
+  const bool named = std::strncmp(w.text, mine.c_str(), mine.size()) == 0 &&
+                     (w.text[mine.size()] == ':' || std::strncmp(w.text + mine.size(), " of", 3) == 0);
+  return w.thread == me || named;
+}
+}  // namespace
+
 std::string firstRecentWarnFor(int rank, int withinMs, int naming) {
   const int64_t since = monotonicMs() - withinMs;
   const long me = callingThread();
@@ -408,9 +417,20 @@ std::string firstRecentWarnFor(int rank, int withinMs, int naming) {
   for (int i = 0; i < kRecentWarns; i++) {  // oldest first
     const RecentWarn& w = gRecentWarns[(gRecentNext + i) % kRecentWarns];
     if (w.atMs == 0 || w.atMs < since) continue;
-    const bool named = std::strncmp(w.text, mine.c_str(), mine.size()) == 0 &&
-                       (w.text[mine.size()] == ':' || std::strncmp(w.text + mine.size(), " of", 3) == 0);
-    if ((w.thread == me || named) && (naming < 0 || namesRank(w.text, naming))) return w.text;
+    if (concernsRank(w, me, mine) && (naming < 0 || namesRank(w.text, naming))) return w.text;
+  }
+  return "";
+}
+
+std::string latestRecentWarnFor(int rank, int withinMs) {
+  const int64_t since = monotonicMs() - withinMs;
+  const long me = callingThread();
+  const std::string mine = "rank " + std::to_string(rank);
+  std::lock_guard<std::mutex> lock(gMutex);
+  for (int i = kRecentWarns - 1; i >= 0; i--) {  // newest first
+    const RecentWarn& w = gRecentWarns[(gRecentNext + i) % kRecentWarns];
+    if (w.atMs == 0 || w.atMs < since) continue;
+    if (concernsRank(w, me, mine)) return w.text;
   }
   return "";
 }

@@ -34,6 +34,9 @@ const char* lastErrorText();
 // N = `naming`: what a communicator failing now on this thread was told first, before the
 // consequences it logs itself ("" if none).
 std::string firstRecentWarnFor(int rank, int withinMs, int naming = -1);
+// The newest WARN of the past `withinMs` logged on the calling thread or beginning "rank R:" /
+// "rank R of": why a communicator failing now with no peer to blame fails ("" if none).
+std::string latestRecentWarnFor(int rank, int withinMs);
 // Forget cached NCCL_DEBUG* settings; re-read at the next log call.
 void resetLogInit();
 // The device index shown in log lines of this thread ([cudaDev]).

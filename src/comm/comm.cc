@@ -57,23 +57,26 @@ ncclResult_t Comm::connectPeer(int peer, PeerConnection** out) {
 void Comm::fail(ncclResult_t err, int culprit) {
   int expected = ncclSuccess;
   if (asyncError.compare_exchange_strong(expected, err)) {
-    // What this rank was told first (within the past 2 s) about the rank it blames:
-    // consequences (a neighbour that failed in turn) come after it, and name other ranks.
-    // Without a culprit the latest WARN stays the cause (e.g. a timeout's report naming whom
-    // it waited for, logged after its hang summary).
-    std::string first = culprit >= 0 && !abortFlag.load() ? firstRecentWarnFor(rank, 2000, culprit) : std::string();
+    // Why it fails, as first said: about the rank it blames, what this rank was told first
+    // within the past 2 s (consequences, such as a neighbour that failed in turn, come after it
+    // and name other ranks); with no one to blame, the newest WARN of this rank (e.g. "every
+    // rail (hpn0, hpn1) is lost", or a timeout's report naming whom it waited for). The WARN
+    // below repeats it, so the process's last error (ncclGetLastError(NULL)) says it too.
+    std::string first;
+    if (!abortFlag.load()) first = culprit >= 0 ? firstRecentWarnFor(rank, 2000, culprit) : latestRecentWarnFor(rank, 2000);
+    const std::string because = first.empty() ? std::string() : " (" + first + ")";
     if (abortFlag.load()) {
       // This rank's own ncclCommAbort closed the connections: no peer is to blame, and the
       // WARN that says the abort interrupted the call stays the last error.
       culprit = -1;
       INFO(kSubsysInit, "rank %d of %d: communicator failed after ncclCommAbort on this rank", rank, nranks);
     } else if (culprit >= 0) {
-      WARN("rank %d of %d: lost peer %s; communicator failed with \"%s\"; closing its connections so the other "
+      WARN("rank %d of %d: lost peer %s; communicator failed with \"%s\"%s; closing its connections so the other "
            "ranks stop waiting",
-           rank, nranks, describePeer(culprit).c_str(), pncclGetErrorString(err));
+           rank, nranks, describePeer(culprit).c_str(), pncclGetErrorString(err), because.c_str());
     } else {
-      WARN("rank %d of %d: communicator failed with \"%s\"; closing its connections so peers stop waiting", rank,
-           nranks, pncclGetErrorString(err));
+      WARN("rank %d of %d: communicator failed with \"%s\"%s; closing its connections so peers stop waiting", rank,
+           nranks, pncclGetErrorString(err), because.c_str());
     }
     {
       std::lock_guard<std::mutex> g(causeMu);

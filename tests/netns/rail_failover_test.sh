@@ -6,7 +6,8 @@
 #     later put back;
 # every rank keeps running, every checked result is exact, a WARN names the rail and the peer,
 # the loop goes on after the failure, and once the rail is back it carries traffic again.
-#   * bothdown: hpn0 and hpn1 down in pod 1: every rank fails within 10 s naming interface and peer.
+#   * bothdown: hpn0 and hpn1 down in pod 1: every rank fails within 10 s naming interface and peer,
+#     and the error a program gets (ncclGetLastError) says every rail is lost.
 # REPEAT=n (default 1) runs each failover case n times; KEEP_FAILED=<dir> keeps the logs of a
 # failed run there. Exit 77 (skipped) without namespaces.
 set -u
@@ -120,7 +121,13 @@ for log in "$dir"/rank*.log; do
   grep -q "rank [0-9]* (host pod[0-9], [0-9.:]*, interface hpn[01])" "$log" ||
     { fail "both rails down: $log does not name the peer and interface:"; tail -n 6 "$log" | sed 's/^/    /'; }
 done
+# The error the program gets (its failure line: the result code and ncclGetLastError) says why,
+# not only the log: the rank that tried every rail says so (issue 43: it was generic).
+grep -h "Test .* failure" "$dir"/rank*.log | grep -q "every rail (hpn0, hpn1) is lost" ||
+  { fail "both rails down: no rank's error says every rail is lost:"; grep -h "Test .* failure" "$dir"/rank*.log | sed 's/^/    /'; }
 echo "both rails down in pod1: all ranks failed after ${took}s:"
+grep -h "Test .* failure" "$dir"/rank*.log | sed 's/^/    /'
+
 grep -h "failed: " "$dir"/rank*.log | sed 's/^/    /' | head -n 4
 
 [ $FAILURES -eq 0 ] && echo "PASS" || echo "$FAILURES failure(s)"

@@ -64,7 +64,9 @@ void SocketLink::loseSocket(int s, const std::string& what) {
   lostAtMs_[s].store(nowMs(), std::memory_order_relaxed);
   if (railNow(s) == homeRail(s)) away_.fetch_add(1);  // otherwise already counted
   const int rail = railNow(s);
-  WARN("rank %d: rail %s to %s lost: socket %d: %s%s; its bytes continue on another rail", peer.myRank,
+  // Aside: the calls go on over another rail and succeed, so this is not their last error (nor
+  // why the communicator fails, if every rail goes: that is said when it happens).
+  WARN_ASIDE("rank %d: rail %s to %s lost: socket %d: %s%s; its bytes continue on another rail", peer.myRank,
        peer.ifnameOfRail(rail).c_str(), peer.describeRail(rail).c_str(), s, what.c_str(),
        localInterfaceState(peer.ifnameOfRail(rail)).c_str());
   if (wakeHelpers_) wakeHelpers_();
