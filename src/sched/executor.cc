@@ -438,8 +438,10 @@ std::string printHangSummary(Comm& c, bool always, int budgetMs) {
                 "waits for this collective's stream, which waits for that rank: issue every rank's call before "
                 "such a call, or synchronise only the rank's own stream)";
   if (!lowerPrints)
-    WARN("ACCL hang summary for comm %p (%d ranks), gathered by rank %d:%s\n  => %s", static_cast<void*>(&c),
-         c.nranks, c.rank, text.c_str(), suspects.c_str());
+    // The suspects also on the first line: a reader that keeps one line (an exception's text,
+    // a grep) still learns whom the ranks wait for.
+    WARN("ACCL hang summary for comm %p (%d ranks), gathered by rank %d; %s:%s\n  => %s", static_cast<void*>(&c),
+         c.nranks, c.rank, suspects.c_str(), text.c_str(), suspects.c_str());
   return suspects;
 }
 
@@ -468,10 +470,12 @@ void checkHangs(std::vector<std::unique_ptr<CommWork>>& works, uint64_t* seenRep
     // A work still queued behind its communicator's previous op is timed out through that op.
     if (timedOut) {
       std::string report = hangReport(w, now);
-      finishWork(w, ncclRemoteError);
-      // WARNed after the failure itself, so ncclGetLastError returns this, the useful text.
+      // WARNed before the failure, so the communicator's cause (Comm::fail takes this rank's
+      // newest WARN when no peer is to blame) is this report naming whom it waited for, not
+      // the multi-line hang summary above it.
       WARN("ACCL_TIMEOUT=%lld s expired without progress; %s; failing the operation\n%s",
            static_cast<long long>(timeoutUsec / 1000000), suspects.c_str(), report.c_str());
+      finishWork(w, ncclRemoteError);
     } else if (requested || (warnUsec > 0 && stalled >= warnUsec && !w.hangReported)) {
       w.hangReported = w.hangReported || !requested;
       WARN("%s%s", requested ? "" : "no progress for ACCL_HANG_WARN seconds (still waiting)\n",
