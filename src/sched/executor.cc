@@ -35,12 +35,16 @@ int findCulprit(Comm& c) {
   for (int attempt = 0; attempt < 20; attempt++) {
     for (auto& conn : c.conns)
       if (conn && conn->reportedCulprit() >= 0) return conn->reportedCulprit();
-    for (int p = 0; p < c.nranks; p++)  // ShmDirect: a rank that left without a connection to us
-      if (p != c.rank && c.board.hasDeparted(p)) return p;
+    // ShmDirect: a rank that left without a connection to us (one that destroyed its
+    // communicator; a failed one is a consequence whose notices name the cause, so it comes last)
+    for (int p = 0; p < c.nranks; p++)
+      if (p != c.rank && c.board.hasDeparted(p) && !c.board.hasFailed(p)) return p;
     int culprit = -1;
     if (c.bootstrap && c.bootstrap->closedNeighbour(&culprit) >= 0 && culprit >= 0) return culprit;
     for (auto& conn : c.conns)
       if (attempt >= 5 && conn && conn->closedByPeer() >= 0) return conn->closedByPeer();
+    for (int p = 0; p < c.nranks; p++)
+      if (attempt >= 5 && p != c.rank && c.board.hasFailed(p)) return p;
     usleep(10000);
   }
   return -1;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <vector>
 #include "base/check.h"
 #include "base/param.h"
 #include "comm/status_server.h"
@@ -15,29 +16,50 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Fails the communicator: the streams cannot be trusted any more.
-ncclResult_t giveUp(Comm& c, ncclResult_t err, const std::string& why) {
-  c.fail(err, -1);
+// Fails the communicator: the streams cannot be trusted any more. The WARN goes first, so the
+// failure takes it as its cause; the culprit goes into this rank's ring notice and board flag,
+// so ranks still waiting name the rank that left, not this one that failed in turn.
+ncclResult_t giveUp(Comm& c, ncclResult_t err, const std::string& why, int culprit = -1) {
   WARN("rank %d: mismatched calls, and the connections could not be realigned: %s; the communicator failed: destroy "
        "it and create a new one",
        c.rank, why.c_str());
+  c.fail(err, culprit);
   return err;
 }
 
 // Whether the wait for the other ranks must stop: abort, revoke, a rank gone, ACCL_TIMEOUT.
-ncclResult_t checkWait(Comm& c, Clock::time_point since, const char* what) {
+// Only a rank this one still waits for counts (`waitingFor[p]`): a rank that finished its part
+// of the realignment may leave, e.g. by ncclCommAbort after its call failed, without failing
+// those that finish theirs after it. Its note travels apart from the ring that shows it gone
+// (the status server reads it), so a rank gone fails the wait only once it stayed gone, with
+// the note still missing, for kGoneGraceMs (`*goneSince`: when it was first seen gone).
+constexpr int kGoneGraceMs = 100;
+ncclResult_t checkWait(Comm& c, Clock::time_point since, const char* what, const std::vector<bool>& waitingFor,
+                       Clock::time_point* goneSince) {
   if (c.abortFlag.load() || c.revoked.load()) return giveUp(c, ncclInvalidUsage, "the communicator was aborted");
   if (c.asyncError.load() != ncclSuccess) return static_cast<ncclResult_t>(c.asyncError.load());
-  int culprit = -1;
-  if (c.bootstrap) {
-    int dead = c.bootstrap->closedNeighbour(&culprit);
-    if (dead >= 0)
-      return giveUp(c, ncclRemoteError, std::string("rank ") + std::to_string(culprit >= 0 ? culprit : dead) +
-                                            " left or failed while " + what);
+  auto awaited = [&](int p) { return p >= 0 && p < c.nranks && p != c.rank && waitingFor[p]; };
+  // A rank that destroyed its communicator is the cause; a rank whose communicator failed in
+  // turn (its board flag says kBoardFailed) is a consequence, and its ring notice names the cause.
+  int gone = -1;
+  std::string how;
+  for (int p = 0; p < c.nranks && gone < 0; p++)
+    if (awaited(p) && c.board.hasDeparted(p) && !c.board.hasFailed(p)) gone = p, how = " left while ";
+  if (gone < 0 && c.bootstrap) {
+    int culprit = -1;
+    const int dead = c.bootstrap->closedNeighbour(&culprit);
+    if (culprit < 0) culprit = dead;
+    if (dead >= 0 && (awaited(dead) || awaited(culprit))) gone = culprit, how = " left or failed while ";
   }
-  for (int p = 0; p < c.nranks; p++)
-    if (p != c.rank && c.board.hasDeparted(p))
-      return giveUp(c, ncclRemoteError, std::string("rank ") + std::to_string(p) + " left while " + what);
+  for (int p = 0; p < c.nranks && gone < 0; p++)
+    if (awaited(p) && c.board.hasFailed(p)) gone = p, how = " failed while ";
+  if (gone < 0) {
+    *goneSince = Clock::time_point();
+  } else if (*goneSince == Clock::time_point()) {
+    *goneSince = Clock::now();
+  } else if (Clock::now() - *goneSince > std::chrono::milliseconds(kGoneGraceMs)) {
+    return giveUp(c, ncclRemoteError, "rank " + std::to_string(gone) + how + what, gone);
+  }
   static const int64_t timeoutSec = param::timeoutSec();
   if (timeoutSec > 0 && Clock::now() - since > std::chrono::seconds(timeoutSec))
     return giveUp(c, ncclRemoteError, std::string("ACCL_TIMEOUT expired while ") + what);
@@ -118,13 +140,16 @@ ncclResult_t realignConnections(Comm& c, RealignSite& site, RealignOutcome* out)
 
   // Every rank's note.
   const Clock::time_point since = Clock::now();
+  Clock::time_point goneSince{};
   std::vector<RealignNote> notes;
   for (unsigned pass = 0;; pass++) {
     notes = c.realign.notes(order);
     if (std::all_of(notes.begin(), notes.end(), [](const RealignNote& n) { return n.rank >= 0; })) break;
     if (c.realign.wantedOrder() < order)
       return giveUp(c, ncclInvalidUsage, "a second mismatch in an earlier call was found meanwhile");
-    NCCLCHECK(checkWait(c, since, "the others joined the realignment"));
+    std::vector<bool> noteMissing(c.nranks);
+    for (int p = 0; p < c.nranks; p++) noteMissing[p] = notes[p].rank < 0;
+    NCCLCHECK(checkWait(c, since, "the others joined the realignment", noteMissing, &goneSince));
     flushSends(c);
     if (pass < 64) sched_yield();
     else usleep(200);
@@ -167,6 +192,7 @@ ncclResult_t realignConnections(Comm& c, RealignSite& site, RealignOutcome* out)
   // Discard the unread bytes of those calls (of a failing call: all it sent); keep sending ours.
   for (unsigned pass = 0;; pass++) {
     bool left = flushSends(c);
+    std::vector<bool> bytesMissing(c.nranks, false);
     for (int p = 0; p < c.nranks; p++) {
       const uint64_t target = failsOn(notes[p]) ? notes[p].nowPos[c.rank] : notes[p].endPos[c.rank];
       if (p == c.rank || target == 0) continue;
@@ -182,7 +208,7 @@ ncclResult_t realignConnections(Comm& c, RealignSite& site, RealignOutcome* out)
         if (avail == 0) break;
         ch->release(std::min<uint64_t>(avail, target - ch->position()));
       }
-      if (ch->position() < target) left = true;
+      if (ch->position() < target) left = bytesMissing[p] = true;
       const bool held = static_cast<size_t>(p) < c.stampPushback.size() && c.stampPushback[p].held;
       if (ch->position() > target && fails) {
         // This rank read the stamp of the peer's next call, which carries on: its next call
@@ -196,7 +222,10 @@ ncclResult_t realignConnections(Comm& c, RealignSite& site, RealignOutcome* out)
       }
     }
     if (!left) break;
-    NCCLCHECK(checkWait(c, since, "it discarded the bytes of the mismatched calls"));
+    // Our own unsent bytes wait for no one in particular: any rank gone then counts.
+    if (std::none_of(bytesMissing.begin(), bytesMissing.end(), [](bool b) { return b; }))
+      bytesMissing.assign(c.nranks, true);
+    NCCLCHECK(checkWait(c, since, "it discarded the bytes of the mismatched calls", bytesMissing, &goneSince));
     if (pass < 64) sched_yield();
     else usleep(100);
   }
