@@ -72,8 +72,14 @@ struct Board {
   bool hasFailed(int rank) const {
     return rank < static_cast<int>(departed.size()) && departed[rank]->load(std::memory_order_acquire) == kBoardFailed;
   }
+  // Whether `rank` left by ncclCommAbort (kBoardAborted): a cause, like a destroy.
+  bool hasAborted(int rank) const {
+    return rank < static_cast<int>(departed.size()) && departed[rank]->load(std::memory_order_acquire) == kBoardAborted;
+  }
   static constexpr uint32_t kBoardFailed = 2;
-  // ncclCommDestroy (why 1), or the communicator failed (kBoardFailed): tells every rank, and
+  static constexpr uint32_t kBoardAborted = 3;
+  // ncclCommDestroy (why 1), ncclCommAbort (kBoardAborted), or the communicator failed
+  // (kBoardFailed): tells every rank, and
   // wakes those asleep waiting for this rank's post.
   void depart(int myRank, uint32_t why = 1) {
     if (myRank >= static_cast<int>(departed.size())) return;  // no board (or one without flags)

@@ -57,7 +57,7 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   NCCLCHECK(lookupComm(comm, "ncclCommAbort", &c));
   unregisterComm(comm);
   c->abortFlag.store(1);
-  c->closeTransports();
+  c->closeTransports(/*leaving=*/true);
   // Every wait polls the abort flag at least every 100 ms; give in-flight work time to leave.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (c->inFlight.load() != 0 && std::chrono::steady_clock::now() < deadline)

@@ -117,12 +117,17 @@ TransportSetup Comm::transportSetup() {
   return t;
 }
 
-void Comm::closeTransports() {
+void Comm::closeTransports(bool leaving) {
   if (kernelPath) kernelPath->stopKernels();
   if (stagedPath) stagedPath->stopKernels();
+  const bool announce = leaving && asyncError.load() == ncclSuccess;  // a failed comm named its culprit already
+  if (announce) {
+    if (bootstrap) bootstrap->closeRing(rank);
+    board.depart(rank, Board::kBoardAborted);
+  }
   std::unique_lock<std::mutex> lk(connMu);
   for (auto& c : conns)
-    if (c) c->close(-1);
+    if (c) c->close(announce ? rank : -1);
   lk.unlock();
   if (bootstrap) bootstrap->abort();
   ringDoorbell(bell());

@@ -135,7 +135,10 @@ class Comm {
   // the peer that destroyed its communicator or the rails that are all lost, rather than the
   // consequences logged after it): what ncclGetLastError(comm) returns once it failed.
   std::string failureCause() const;
-  void closeTransports();
+  // Closes every connection so blocked waits return. `leaving` (ncclCommAbort): this rank is the
+  // one that goes, and says so first (ring notice, board, shared-memory rings naming it), so
+  // survivors blame it, not a neighbour that failed because of it.
+  void closeTransports(bool leaving = false);
   // ncclCommDestroy, after this rank's work is done: tells every peer we left, so one still
   // waiting for us (in a call we never made) fails naming us rather than hanging.
   void depart();

@@ -30,9 +30,11 @@ ncclResult_t Lane::checkBoardPeer(Comm& comm, int peer, const char* what, bool* 
       *recheck = true;
       return ncclSuccess;
     }
-    WARN("rank %d: ShmDirect: %s destroyed its communicator (ncclCommDestroy) while this rank waits for its "
-         "%s (it never made this call, or left it early)",
-         comm.rank, comm.describePeer(peer).c_str(), what);
+    WARN("rank %d: ShmDirect: %s %s while this rank waits for its %s (it never made this call, or left it early)",
+         comm.rank, comm.describePeer(peer).c_str(),
+         comm.board.hasAborted(peer) ? "aborted its communicator (ncclCommAbort)"
+                                     : "destroyed its communicator (ncclCommDestroy)",
+         what);
     return ncclRemoteError;
   }
   return ncclSuccess;
