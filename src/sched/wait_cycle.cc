@@ -88,10 +88,12 @@ bool checkWaitCycle(CommWork& w, int64_t nowUsec) {
   std::vector<WaitNote> notes(c.nranks);
   bool cycle = allAnswered;
   for (int p = 0; p < c.nranks && cycle; p++) cycle = parseWaitNote(texts[p], c.nranks, &notes[p]) && !notes[p].busy;
-  // No rank has data to send to another: everything each sent, its peer has read.
+  // No rank has data to send to another: everything each sent, its peer has read, and no rank
+  // posted a shared-memory board operation the others have not (a rank behind on the board
+  // may only be slow to read it: its stamp scan, sched/stamp_scan.cc, judges that).
   for (int a = 0; a < c.nranks && cycle; a++)
     for (int b = 0; b < c.nranks && cycle; b++)
-      cycle = a == b || notes[a].sent[b] == notes[b].read[a];
+      cycle = a == b || (notes[a].sent[b] == notes[b].read[a] && notes[a].board == notes[b].board);
   std::string seen;
   for (const std::string& t : texts) seen += t + "\n";
   if (!cycle || seen != c.cycleSeen) {  // the same standstill twice in a row

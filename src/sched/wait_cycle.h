@@ -5,10 +5,11 @@
 // wait note (its calls, whether it could still send, and how far each of its byte streams got;
 // Comm::waitNote, served by the status server), and rank 0, while blocked itself, gathers every
 // rank's note every kCyclePollUsec. When every rank is blocked, none waits to send or on its
-// device, every byte sent has been read, and nothing changed since the previous look, the calls
-// form a waiting cycle: rank 0 asks for a realignment flagged kRealignWaitCycle
-// (sched/realign.h), which fails the call on every rank with ncclInvalidUsage, naming every
-// rank's call, and leaves the communicator usable. About 0.75 s from the start of the wait.
+// device, every byte sent has been read, every rank made as many board operations as the
+// others, and nothing changed since the previous look, the calls form a waiting cycle: rank 0
+// asks for a realignment flagged kRealignWaitCycle (sched/realign.h), which fails the call on
+// every rank with ncclInvalidUsage, naming every rank's call, and leaves the communicator
+// usable. About 0.75 s from the start of the wait.
 // Only with call stamps (ACCL_CHECK_MISMATCH=1, the default).
 #pragma once
 #include <cstdint>
