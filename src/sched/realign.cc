@@ -235,6 +235,9 @@ ncclResult_t realignConnections(Comm& c, RealignSite& site, RealignOutcome* out)
     while (mineSeq < callSeq && !c.callSeq.compare_exchange_weak(mineSeq, callSeq)) {
     }
     if (missingCall) why += " (a call missing on some rank: the ranks number their next calls alike again)";
+    else if (flags & kRealignRanOrder)
+      why += " (the ranks ran their calls in a different order: every rank's call fails and the ranks number their "
+             "next calls alike again)";
   }
   c.realign.done(order);
   if (fails) {
