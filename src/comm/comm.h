@@ -116,6 +116,12 @@ class Comm {
   // that ask for a hang summary (src/comm/status_server.h).
   std::mutex statusMu;
   std::string blockedReport;
+  // What this rank has been blocked in for a while, for the wait-cycle check (sched/wait_cycle.h):
+  // its call and how far its byte streams got ("" when not blocked). Served like blockedReport.
+  std::string waitNote;
+  // Rank 0's wait-cycle check (its executor only): when it last asked, and what it saw then.
+  int64_t cyclePollUsec = 0;
+  std::string cycleSeen;
 
   Doorbell* bell();
   // The connection to `peer`, made on first use (by the thread running this comm's work).

@@ -9,12 +9,13 @@ constexpr size_t kFixedBody = 4 * 8 + 4 + 4 + 8 + sizeof(CallStamp) + sizeof(Rea
 
 }  // namespace
 
-void RealignMailbox::request(uint64_t order, const std::string& why) {
+void RealignMailbox::request(uint64_t order, const std::string& why, uint32_t flags) {
   std::lock_guard<std::mutex> lk(mu_);
   if (order + 1 <= lastDone_) return;
   if (localWhy_.empty() || order < localOrder_) {
     localWhy_ = why;
     localOrder_ = order;
+    localFlags_ = flags;
   }
   uint64_t cur = wanted_.load(std::memory_order_relaxed);
   if (cur == 0 || order + 1 < cur) wanted_.store(order + 1, std::memory_order_release);
@@ -61,6 +62,14 @@ std::vector<RealignNote> RealignMailbox::notes(uint64_t order) {
   return out;
 }
 
+uint32_t RealignMailbox::flags(uint64_t order) {
+  std::lock_guard<std::mutex> lk(mu_);
+  uint32_t f = localOrder_ == order && !localWhy_.empty() ? localFlags_ : 0;
+  for (const RealignNote& n : notes_)
+    if (n.rank >= 0 && n.mismatchOrder == order) f |= n.flags;
+  return f;
+}
+
 std::string RealignMailbox::localWhy(uint64_t order) {
   std::lock_guard<std::mutex> lk(mu_);
   return localOrder_ == order ? localWhy_ : "";
@@ -102,7 +111,7 @@ std::string encodeRealignNote(const RealignNote& n, uint64_t commMagic, uint64_t
   put(&n.rank, 4);
   put(&n.inMismatched, 4);
   put(&n.callSeq, 4);
-  put(&n.pad, 4);
+  put(&n.flags, 4);
   put(&n.current, sizeof(CallStamp));
   put(n.why, sizeof(n.why));
   put(n.endPos.data(), 8 * n.endPos.size());
@@ -123,7 +132,7 @@ bool decodeRealignBody(const char* body, size_t bytes, uint32_t nranks, RealignN
   get(&out->rank, 4);
   get(&out->inMismatched, 4);
   get(&out->callSeq, 4);
-  get(&out->pad, 4);
+  get(&out->flags, 4);
   get(&out->current, sizeof(CallStamp));
   get(out->why, sizeof(out->why));
   out->why[sizeof(out->why) - 1] = '\0';

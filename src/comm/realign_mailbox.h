@@ -15,6 +15,11 @@
 
 namespace accl {
 
+// Why a realignment was asked for, beyond a stamp that did not match (RealignNote::flags).
+// Every rank's call fails with either, and the ranks number their next calls alike again.
+constexpr uint32_t kRealignWaitCycle = 1;  // every rank waited for another and none had data to send
+constexpr uint32_t kRealignRanOrder = 2;   // the ranks ran their calls in a different order
+
 struct RealignNote {
   uint64_t mismatchOrder = 0;  // stampOrder (sched/call_stamp.h) of the mismatched call
   uint64_t firstOrder = 0;     // the calls the rank is in (or starts) when it joins: first..last
@@ -23,7 +28,7 @@ struct RealignNote {
   int32_t rank = -1;
   uint32_t inMismatched = 0;   // 1: the rank is in the mismatched call itself
   uint32_t callSeq = 0;        // collective calls it has issued (Comm::callSeq)
-  uint32_t pad = 0;
+  uint32_t flags = 0;          // kRealign* of the realignment (the rank that asked for it sets them)
   CallStamp current;           // the first call it is in
   char why[400] = {};          // the WARN of the rank that saw the mismatch ("" if it only joined)
   std::vector<uint64_t> endPos;  // [peer]: where its stream to that peer ends before firstOrder
@@ -37,13 +42,15 @@ class RealignMailbox {
   bool wanted() const { return wanted_.load(std::memory_order_relaxed) != 0; }
   uint64_t wantedOrder() const { return wanted_.load(std::memory_order_acquire) - 1; }
   // This rank saw mismatched calls (order: the earlier of the two calls): asks for a realignment.
-  void request(uint64_t order, const std::string& why);
+  void request(uint64_t order, const std::string& why, uint32_t flags = 0);
   // A note from a peer (the status server's thread) or this rank's own. False: stale, dropped.
   bool deposit(const RealignNote& note, int nranks);
   // The notes of realignment `order` so far ([rank], rank -1: none yet).
   std::vector<RealignNote> notes(uint64_t order);
   // What this rank saw itself ("" if it only joined).
   std::string localWhy(uint64_t order);
+  // The flags of realignment `order`: this rank's own and those of every note in so far.
+  uint32_t flags(uint64_t order);
   // Realignment `order` is over: its notes go, a later one (if any) stays wanted.
   void done(uint64_t order);
   // Where this rank's finished call `order` began: its board position and, per peer, where its
@@ -64,6 +71,7 @@ class RealignMailbox {
   std::vector<RealignNote> notes_;
   std::string localWhy_;
   uint64_t localOrder_ = 0;
+  uint32_t localFlags_ = 0;
   struct CallStart {
     uint64_t order = ~uint64_t(0);
     uint64_t board = 0;

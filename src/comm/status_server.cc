@@ -20,6 +20,7 @@ namespace accl {
 namespace {
 
 constexpr uint64_t kStatusMagic = 0x4143434c53544154ull;  // "ACCLSTAT"
+constexpr uint64_t kWaitMagic = 0x4143434c57414954ull;    // "ACCLWAIT": the wait note (wait-cycle check)
 constexpr uint32_t kMaxReply = 64 << 10;
 
 struct Query {
@@ -146,7 +147,7 @@ class Server {
     if (n <= 0) return true;  // closed or reset: strays are simply dropped
     p.got += static_cast<size_t>(n);
     if (p.got < sizeof(p.query)) return false;
-    if (p.query.magic == kStatusMagic) answer(p);
+    if (p.query.magic == kStatusMagic || p.query.magic == kWaitMagic) answer(p);
     if (p.query.magic != kRealignNoteMagic) return true;
     RealignWireHeader h;
     std::memcpy(&h, &p.query, sizeof(h));
@@ -201,7 +202,12 @@ class Server {
       if (it == comms_.end() || it->second->bootstrap == nullptr ||
           it->second->bootstrap->magic() != p.query.commMagic)
         return;
-      reply = statusLine(*it->second);
+      if (p.query.magic == kWaitMagic) {
+        std::lock_guard<std::mutex> wk(it->second->statusMu);
+        reply = it->second->waitNote;
+      } else {
+        reply = statusLine(*it->second);
+      }
     }
     uint32_t len = static_cast<uint32_t>(std::min<size_t>(reply.size(), kMaxReply));
     std::string bytes(reinterpret_cast<const char*>(&len), sizeof(len));
@@ -271,9 +277,13 @@ std::string statusLine(Comm& c) {
   return line + (c.blockedReport.empty() ? ", running" : ", blocked: " + c.blockedReport);
 }
 
-std::vector<std::string> gatherStatus(Comm& c, int budgetMs) {
+namespace {
+
+// Asks every other rank the query `magic` at once; replies within about budgetMs. Ranks that
+// give none get the texts below.
+std::vector<std::string> gatherReplies(Comm& c, int budgetMs, uint64_t magic) {
   std::vector<std::string> lines(c.nranks);
-  const Query base{kStatusMagic, c.bootstrap ? c.bootstrap->magic() : 0, c.nonce, 0, 0};
+  const Query base{magic, c.bootstrap ? c.bootstrap->magic() : 0, c.nonce, 0, 0};
   // One thread per peer, so a frozen peer costs the budget once, not once per peer.
   auto ask = [&c, &lines, base, budgetMs](int p) {
     using Clock = std::chrono::steady_clock;
@@ -302,11 +312,32 @@ std::vector<std::string> gatherStatus(Comm& c, int budgetMs) {
                         std::to_string(budgetMs) + " ms: the process is alive but stopped (SIGSTOP, a debugger) or starved)";
   };
   std::vector<std::thread> askers;
-  for (int p = 0; p < c.nranks; p++) {
-    if (p == c.rank) lines[p] = statusLine(c);
-    else askers.emplace_back(ask, p);
-  }
+  for (int p = 0; p < c.nranks; p++)
+    if (p != c.rank) askers.emplace_back(ask, p);
   for (auto& t : askers) t.join();
+  return lines;
+}
+
+}  // namespace
+
+std::vector<std::string> gatherStatus(Comm& c, int budgetMs) {
+  std::vector<std::string> lines = gatherReplies(c, budgetMs, kStatusMagic);
+  lines[c.rank] = statusLine(c);
+  return lines;
+}
+
+std::vector<std::string> gatherWaitNotes(Comm& c, int budgetMs, bool* allAnswered) {
+  std::vector<std::string> lines = gatherReplies(c, budgetMs, kWaitMagic);
+  *allAnswered = true;
+  for (int p = 0; p < c.nranks; p++) {
+    if (p == c.rank) {
+      std::lock_guard<std::mutex> lk(c.statusMu);
+      lines[p] = c.waitNote;
+    } else if (lines[p].rfind("rank ", 0) == 0) {  // no answer, or not responding
+      *allAnswered = false;
+      lines[p].clear();
+    }
+  }
   return lines;
 }
 

@@ -33,4 +33,9 @@ std::string statusLine(Comm& comm);
 // e.g. SIGSTOP or a debugger, or starved) gets "not responding".
 std::vector<std::string> gatherStatus(Comm& comm, int budgetMs);
 
+// Asks every rank of `comm` (itself included) for its wait note (Comm::waitNote: the call it
+// has been blocked in, "" when it is not blocked), within about `budgetMs`. *allAnswered is
+// false when some rank gave no reply (its entry is then "").
+std::vector<std::string> gatherWaitNotes(Comm& comm, int budgetMs, bool* allAnswered);
+
 }  // namespace accl

@@ -4,6 +4,7 @@
 #include <cstring>
 #include "base/check.h"
 #include "base/param.h"
+#include "comm/realign_mailbox.h"
 
 namespace accl {
 
@@ -78,7 +79,11 @@ ncclResult_t failMismatch(Comm& c, const CallStamp& mine, int peer, const CallSt
   WARN("rank %d: mismatched calls: %s; the call fails on every rank in it and the communicator stays usable "
        "(ACCL_CHECK_MISMATCH=0 turns this check off)",
        c.rank, text);
-  c.realign.request(std::min(stampOrder(mine), stampOrder(theirs)), text);
+  // A receive that met a collective (or the reverse): the ranks ran their calls in another
+  // order, and only a collective counts as a call, so their call numbers now differ by one.
+  // Every rank's call fails and the realignment numbers the next calls alike again.
+  const bool ranOrder = (mine.kind == kSendKind) != (theirs.kind == kSendKind);
+  c.realign.request(std::min(stampOrder(mine), stampOrder(theirs)), text, ranOrder ? kRealignRanOrder : 0);
   return ncclInvalidUsage;
 }
 

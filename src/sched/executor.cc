@@ -12,6 +12,7 @@
 #include "base/trace.h"
 #include "sched/direct_wait.h"
 #include "sched/realign.h"
+#include "sched/wait_cycle.h"
 #include "sched/yield_gate.h"
 #include "sched/work.h"
 
@@ -83,6 +84,7 @@ void finishWork(CommWork& w, ncclResult_t res, int culprit = -1, bool fatal = tr
   {
     std::lock_guard<std::mutex> lk(c.statusMu);
     c.blockedReport.clear();
+    clearWaitNote(c);
   }
   if (res != ncclSuccess && fatal) c.fail(res, culprit);
   if (traceEnabled()) {
@@ -488,6 +490,27 @@ void checkHangs(std::vector<std::unique_ptr<CommWork>>& works, uint64_t* seenRep
   }
 }
 
+// While blocked: this rank's wait notes, and on rank 0 the wait-cycle check (sched/wait_cycle.h).
+// True when a realignment was asked for (the next pass joins it).
+bool checkWaitCycles(std::vector<std::unique_ptr<CommWork>>& works) {
+  const int64_t now = nowUsec();
+  bool asked = false;
+  for (auto& w : works) {
+    if (w->finished || !w->started) continue;
+    publishWaitNote(*w, now);
+    asked = checkWaitCycle(*w, now) || asked;
+  }
+  return asked;
+}
+
+// The rank moves again: its wait notes no longer say where it is.
+void clearWaitNotes(std::vector<std::unique_ptr<CommWork>>& works) {
+  for (auto& w : works) {
+    std::lock_guard<std::mutex> lk(w->comm->statusMu);
+    clearWaitNote(*w->comm);
+  }
+}
+
 }  // namespace
 
 ncclResult_t executeWorks(std::vector<std::unique_ptr<CommWork>>& works) {
@@ -519,10 +542,13 @@ ncclResult_t executeWorksFor(std::vector<std::unique_ptr<CommWork>>& works, int6
   Clock::time_point idleSince;
   Clock::time_point lastPeerCheck = begin;
   bool idle = false;
+  bool noted = false;  // wait notes published since the last progress
   for (;;) {
     bool allDone;
     if (progressOnce(works, &allDone)) {
       idle = false;
+      if (noted) clearWaitNotes(works);
+      noted = false;
       continue;
     }
     if (allDone) break;
@@ -531,7 +557,10 @@ ncclResult_t executeWorksFor(std::vector<std::unique_ptr<CommWork>>& works, int6
       idleSince = Clock::now();
     }
     int64_t waited = usecSince(idleSince);
-    if (budgetUsec >= 0 && waited >= budgetUsec) return ncclSuccess;  // the caller hands the rest on
+    if (budgetUsec >= 0 && waited >= budgetUsec) {  // the caller hands the rest on
+      if (noted) clearWaitNotes(works);
+      return ncclSuccess;
+    }
     if (waited < spinUsec) {
       for (int i = 0; i < 16; i++) cpuRelax();
       continue;
@@ -543,6 +572,10 @@ ncclResult_t executeWorksFor(std::vector<std::unique_ptr<CommWork>>& works, int6
       if (checkPeers(works) || checkStamps(works)) continue;
     }
     checkHangs(works, &seenReports);
+    if (waited >= kWaitNoteUsec) {
+      noted = true;
+      if (checkWaitCycles(works)) continue;
+    }
     WaitPlan plan = planWait(works);
     std::vector<uint32_t> seqs(plan.bells.size());
     setOwnerAsleep(works, true);  // before the last look, so arrivals after it ring the bell
@@ -551,6 +584,8 @@ ncclResult_t executeWorksFor(std::vector<std::unique_ptr<CommWork>>& works, int6
       leaveDoorbells(plan.bells.data(), static_cast<int>(plan.bells.size()));
       setOwnerAsleep(works, false);
       idle = false;
+      if (noted && !allDone) clearWaitNotes(works);
+      noted = false;
       continue;
     }
     if (plan.deviceBackend) {

@@ -9,6 +9,7 @@
 #include <vector>
 #include "base/check.h"
 #include "base/param.h"
+#include "comm/realign_mailbox.h"
 #include "comm/status_server.h"
 
 namespace accl {
@@ -102,7 +103,10 @@ ncclResult_t realignConnections(Comm& c, RealignSite& site, RealignOutcome* out)
   if (!c.realign.wanted()) return ncclSuccess;
   const uint64_t order = c.realign.wantedOrder();
   if (site.lastOrder != ~uint64_t(0) && site.lastOrder < order) return ncclSuccess;  // joins in a later call
-  const bool inMismatched = site.firstOrder <= order;
+  // A waiting cycle (sched/wait_cycle.h) or calls run in another order fail every rank's
+  // call, whichever call it is in: each rank gives up all it sent and posted in it.
+  const bool failsAnyway = (c.realign.flags(order) & (kRealignWaitCycle | kRealignRanOrder)) != 0;
+  const bool inMismatched = site.firstOrder <= order || failsAnyway;
 
   // This rank's note: where its bytes of the calls up to the mismatched one end.
   RealignNote mine;
@@ -112,6 +116,7 @@ ncclResult_t realignConnections(Comm& c, RealignSite& site, RealignOutcome* out)
   mine.rank = c.rank;
   mine.inMismatched = inMismatched ? 1 : 0;
   mine.callSeq = c.callSeq.load();
+  mine.flags = c.realign.flags(order);
   if (site.current) mine.current = *site.current;
   const std::string localWhy = c.realign.localWhy(order);
   snprintf(mine.why, sizeof(mine.why), "%s", localWhy.c_str());
@@ -172,6 +177,8 @@ ncclResult_t realignConnections(Comm& c, RealignSite& site, RealignOutcome* out)
   bool missingCall = false;
   bool refused = false;
   uint32_t callSeq = 0;
+  uint32_t flags = 0;
+  for (const RealignNote& n : notes) flags |= n.flags;
   for (const RealignNote& n : notes) refused = refused || (n.current.flags & kStampRefused);
   for (const RealignNote& a : notes) {
     callSeq = std::max(callSeq, a.callSeq);
@@ -184,8 +191,12 @@ ncclResult_t realignConnections(Comm& c, RealignSite& site, RealignOutcome* out)
   }
   // A rank's call fails if it is the mismatched one, or if no rank is in that any more, or
   // if a call is missing (the ranks then pair their calls anew).
-  auto failsOn = [anyInMismatched, missingCall](const RealignNote& n) {
-    return n.inMismatched || !anyInMismatched || missingCall;
+  // A waiting cycle or calls run in another order: every rank's call fails and the ranks
+  // number their next calls alike again (one rank may be in a collective, another in a
+  // receive that does not count as a call).
+  const bool allFail = (flags & (kRealignWaitCycle | kRealignRanOrder)) != 0;
+  auto failsOn = [anyInMismatched, missingCall, allFail](const RealignNote& n) {
+    return n.inMismatched || !anyInMismatched || missingCall || allFail;
   };
   const bool fails = failsOn(notes[c.rank]);
 
@@ -246,13 +257,16 @@ ncclResult_t realignConnections(Comm& c, RealignSite& site, RealignOutcome* out)
   if (!fails && site.phases)
     for (auto& phase : *site.phases)
       for (Lane& lane : phase) lane.afterRealign();
-  if (missingCall) {
+  if (missingCall || allFail) {
     // Calls are numbered anew from the rank furthest ahead (only calls not issued yet: a call
     // queued on a stream keeps its number).
     uint32_t mineSeq = c.callSeq.load();
     while (mineSeq < callSeq && !c.callSeq.compare_exchange_weak(mineSeq, callSeq)) {
     }
-    why += " (a call missing on some rank: the ranks number their next calls alike again)";
+    if (missingCall) why += " (a call missing on some rank: the ranks number their next calls alike again)";
+    else if (flags & kRealignRanOrder)
+      why += " (the ranks ran their calls in a different order: every rank's call fails and the ranks number their "
+             "next calls alike again)";
   }
   c.realign.done(order);
   if (fails) {

@@ -139,8 +139,9 @@ INSTANTIATE_TEST_SUITE_P(Calls, Mismatch,
                                          Case{Kind::RecvShorterThanSend, true, kRecvMsg}),
                          caseName);
 
-// Two ranks that both block without ACCL_CHECK_MISMATCH, with ACCL_TIMEOUT=2; returns both
-// ranks' logs. `call` runs on each rank and must end in ncclRemoteError (the timeout).
+// Two ranks that both block with ACCL_CHECK_MISMATCH=0, with ACCL_TIMEOUT=2; returns both
+// ranks' logs. `call` runs on each rank and must end in ncclRemoteError (the timeout). With the
+// default checks the ranks would find the waiting cycle instead (wait_cycle_mp_test.cc).
 std::string hangTwoRanks(ncclResult_t (*call)(int rank, ncclComm_t comm)) {
   std::string base = testing::TempDir() + "accl_mismatch_hang_" + std::to_string(getpid());
   ncclUniqueId id;
@@ -156,7 +157,7 @@ std::string hangTwoRanks(ncclResult_t (*call)(int rank, ncclComm_t comm)) {
       setenv("NCCL_DEBUG", "WARN", 1);
       setenv("NCCL_DEBUG_FILE", (base + "." + std::to_string(r) + ".log").c_str(), 1);
       setenv("ACCL_TIMEOUT", "2", 1);
-      unsetenv("ACCL_CHECK_MISMATCH");
+      setenv("ACCL_CHECK_MISMATCH", "0", 1);
       ncclResetDebugInit();
       ncclComm_t comm;
       if (ncclCommInitRank(&comm, 2, id, r) != ncclSuccess) _exit(10);
