@@ -531,8 +531,11 @@ ncclResult_t setUpKernelPath(Comm* c) {
     kp->opened_.push_back(std::move(b));
     if (recs[r].pidNs == me.pidNs) kp->peerBoards_[r] = CloseBoard::open(recs[r].pid, recs[r].closeFd);
   }
-  if (c->backend->waitsOnCounters()) {
-    // The launch counter (launch_order.h); without it, an event per call orders the launches.
+  // The launch counter (launch_order.h); without it, an event per call orders the launches.
+  // Not for one rank: its all-reduce launches nothing (sched/one_rank_copy.h), and a stream
+  // memory wait on a one-rank communicator's stream would act as a gate where no peer is waited
+  // for (CudaBackend.MatrixOnOneRankRunsStraightOnTheUsersStream asserts none is queued).
+  if (c->nranks > 1 && c->backend->waitsOnCounters()) {
     auto word = backendHeldBuffer(c->backend);
     void* dev = nullptr;
     if (c->backend->allocMapped(sizeof(uint64_t), word.get(), &dev) == ncclSuccess) {
