@@ -106,6 +106,9 @@ struct MailboxHeader {
   uint64_t directReady;    // mine: the direct call whose `direct` below is published
   uint64_t directDone;     // mine: the direct call whose work on every peer's buffers I finished
   DirectPost direct;
+  // Ranks of a launch that carries several (LaunchDone::ranks > 1) whose last block has ended,
+  // counted in the lead rank's header; the last of them sets it back to 0.
+  uint64_t ranksEnded;
 };
 constexpr size_t kMailboxHeaderBytes = 8192;
 static_assert(sizeof(MailboxHeader) <= kMailboxHeaderBytes, "mailbox header");
@@ -195,6 +198,22 @@ constexpr uint64_t kReportMismatch = 2;
 // kReportWhat: what the kernel waited for.
 enum WaitWhat : uint64_t { kWaitPeerData = 1, kWaitPeerSpace = 2, kWaitOwnFold = 3, kWaitOwnSend = 4, kWaitOwnBlocks = 5 };
 
+// Where a launch says the device has run it (src/comm/launch_order.h): each rank's word of
+// mapped host memory (written only by that rank's kernels) holds the number of the rank's last
+// launch that ended. The host polls it instead of an event, and a launch of the rank on another
+// stream waits for it with one stream memory wait instead of an event record per call. The
+// launch's last block to end (of every rank it carries) stores it, with a system-scope
+// release, after the mailbox counters are set back: a launch that waits for it finds them so.
+struct LaunchDone {
+  uint64_t* word[kMailboxRanks];  // [rank]: its word (device address); null: not counted
+  // [rank]: the low 32 bits of the launch's number (4 KiB of arguments leave no room for 64):
+  // the kernel widens it against the word, which holds the rank's previous launch's number,
+  // as the rank's launches run one after the other and each is numbered past the last.
+  uint32_t seq[kMailboxRanks];
+  int32_t ranks;  // words set (0: a captured launch, which says nothing: see launch_order.h)
+  int32_t lead;   // ranks > 1: the rank whose MailboxHeader::ranksEnded counts the ranks that ended
+};
+
 struct CollKernelArgs {
   int32_t nranks;
   int32_t ntasks;
@@ -229,6 +248,7 @@ struct CollKernelArgs {
   uint64_t* report;
   KTask tasks[kMaxTasks];
   KSegment segments[kMaxSegments];
+  LaunchDone done;
 };
 // CUDA allows 4 KiB of kernel parameters on every architecture the fatbin targets.
 static_assert(sizeof(CollKernelArgs) <= 4096, "collective kernel arguments must fit CUDA's parameter space");

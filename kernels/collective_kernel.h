@@ -13,6 +13,7 @@
 #include "block_ops.h"
 #include "collective_args.h"
 #include "host/element_types.h"
+#include "launch_done.h"
 #include "portable.h"
 
 namespace accl::kern::coll {
@@ -373,6 +374,7 @@ ACCL_DEV uint64_t chunksOf(uint64_t bytes) { return (bytes + kChunkBytes - 1) / 
 // streams' positions on by the chunks this launch's tasks moved, and sets the per-launch
 // counters back to 0 (collective_args.h): the next launch on the rank's stream starts only
 // after this one ended, and finds them as the first one did, with nothing queued by the host.
+// Then it says the launch ended (launch_done.h), which a launch on another stream waits for.
 ACCL_DEV void endBlock(const CollKernelArgs& a, int rank) {
   syncBlock();
   if (threadIndex() != 0) return;
@@ -399,6 +401,7 @@ ACCL_DEV void endBlock(const CollKernelArgs& a, int rank) {
   for (int c = 0; c < kChannels; c++) me->folded[c] = 0;
   for (int r = 0; r < kMailboxRanks; r++) me->sentChunks[r] = 0;
   storeRelease(&me->blocksDone, 0);
+  launchRankEnded(a.done, a.mailbox, rank);
 }
 
 template <class E, class Op>

@@ -45,6 +45,7 @@ struct DirectArgs {
   const uint64_t* abortFlag;
   uint64_t timeoutNs;
   uint64_t* report;
+  LaunchDone done;
 };
 static_assert(sizeof(DirectArgs) <= 4096, "direct kernel arguments must fit CUDA's parameter space");
 

@@ -10,6 +10,7 @@
 #include "collective_args.h"
 #include "direct_args.h"
 #include "host/element_types.h"
+#include "launch_done.h"
 #include "portable.h"
 
 namespace accl::kern::direct {
@@ -312,6 +313,7 @@ ACCL_DEV void allReduce(const DirectArgs& a, int rank, int block) {
   for (int r = 0; r < n && ok; r++)
     if (r != rank) ok = waitFor(a, &header(a, r)->directDone, call, rank, r, me.stamp);
   storeRelease(&own->directCalls, call);
+  launchRankEnded(a.done, a.mailbox, rank);
 }
 
 template <class E, class Op>

@@ -91,10 +91,11 @@ std::map<std::pair<uint64_t, int>, std::weak_ptr<dev::Buffer>>& processMailboxes
   return *m;
 }
 
-// An empty holder for this rank's mailbox that keeps the rank's backend alive until the mailbox
-// is freed: the last holder may be another rank of this process (peerHolds_) whose communicator
-// outlives this one, and the buffer's deleter calls into the backend that allocated it.
-std::shared_ptr<dev::Buffer> ownMailbox(std::shared_ptr<dev::Backend> backend) {
+// An empty holder for this rank's mailbox (or launch counter) that keeps the rank's backend
+// alive until it is freed: the last holder may be another rank of this process (peerHolds_,
+// or a stream claim's probe) that outlives this communicator, and the buffer's deleter calls
+// into the backend that allocated it.
+std::shared_ptr<dev::Buffer> backendHeldBuffer(std::shared_ptr<dev::Backend> backend) {
   return std::shared_ptr<dev::Buffer>(new dev::Buffer(), [backend](dev::Buffer* b) { delete b; });
 }
 
@@ -137,7 +138,7 @@ KernelPath::~KernelPath() {
     // The abort word and the proxy box are mapped host memory, whose free does not wait for the
     // device (cuMemFreeHost is not documented to): this rank's last kernel, which reads them
     // once its stream lets it start, must have run first.
-    std::shared_ptr<void> last = order_.last();
+    const LaunchMark last = order_.last();
     std::shared_ptr<dev::Backend> backend = backend_;
     dev::releaseLater(backend_, dev::Buffer(p, [own, held, box, word, last, backend](char*) mutable {
                         LaunchOrder::reached(*backend, last, std::chrono::milliseconds::max());
@@ -153,6 +154,7 @@ KernelPath::~KernelPath() {
     new std::vector<std::shared_ptr<dev::Buffer>>(std::move(peerHolds_));
     new dev::Buffer(std::move(abortWord_));  // the kernel reads both once it runs
     new dev::Buffer(std::move(proxyBox_));
+    new std::shared_ptr<dev::Buffer>(std::move(doneWord_));  // and writes this when it ends
     return;
   }
   peerHolds_.clear();
@@ -277,8 +279,8 @@ void KernelPath::finishSends(Comm& c) {
   const int64_t t = param::timeoutSec();
   const auto limit = std::chrono::seconds(t > 0 ? t : 30);
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  std::shared_ptr<void> last = order_.last();
-  while (last && !backend_->markerReached(last)) {
+  const LaunchMark last = order_.last();
+  while (!LaunchOrder::passed(*backend_, last)) {
     if (c.asyncError.load() != ncclSuccess || c.abortFlag.load()) return;
     if (std::chrono::steady_clock::now() >= deadline) {
       WARN("rank %d: ncclCommDestroy: this rank's last collective kernel has not finished after %lld s; its network "
@@ -357,8 +359,30 @@ void KernelPath::orderAfterPrevious(dev::Backend& backend, const dev::StreamRef&
 bool KernelPath::lastLaunchDone(std::chrono::milliseconds limit) { return order_.lastDone(*backend_, limit); }
 
 void KernelPath::markLaunched(const std::shared_ptr<void>& recorded, uint64_t streamId, bool capturing) {
-  order_.markLaunched(recorded, streamId, capturing);
+  LaunchMark m;
+  m.event = recorded;
+  order_.markLaunched(m, streamId, capturing);
   if (proxy_ && !capturing) proxy_->wake();
+}
+
+void KernelPath::countLaunch(kern::LaunchDone* d, bool capturing) {
+  if (capturing || !doneHost_) return;
+  const uint64_t seq = launchSeq_.fetch_add(1, std::memory_order_relaxed) + 1;
+  d->word[rank_] = doneDevice_;
+  d->seq[rank_] = static_cast<uint32_t>(seq);
+  if (d->ranks++ == 0) d->lead = rank_;
+}
+
+LaunchMark KernelPath::markCounted(uint64_t streamId, bool capturing) {
+  const uint64_t seq = launchSeq_.load(std::memory_order_relaxed);
+  if (capturing || !doneHost_ || markedSeq_.exchange(seq, std::memory_order_relaxed) == seq) return {};
+  LaunchMark m;
+  m.word = std::shared_ptr<const uint64_t>(doneWord_, doneHost_);
+  m.deviceWord = doneDevice_;
+  m.seq = seq;
+  order_.markLaunched(m, streamId, false);
+  if (proxy_) proxy_->wake();
+  return m;
 }
 
 ncclResult_t KernelPath::staging(size_t bytes, bool capturing, char** out) {
@@ -459,7 +483,7 @@ ncclResult_t setUpKernelPath(Comm* c) {
   void* abortDev = nullptr;
   if (!transports) {
     // mine.ok stays 0: every rank fails the set-up below (the INFO above says why)
-  } else if (c->backend->allocShared(bytes, (kp->own_ = ownMailbox(c->backend)).get(), &mine.handle) == ncclSuccess &&
+  } else if (c->backend->allocShared(bytes, (kp->own_ = backendHeldBuffer(c->backend)).get(), &mine.handle) == ncclSuccess &&
       c->backend->allocMapped((1 + kern::kReportWords) * sizeof(uint64_t), &kp->abortWord_, &abortDev) == ncclSuccess) {
     mine.ok = 1;
     mine.addr = reinterpret_cast<uint64_t>(kp->own_->get());
@@ -506,6 +530,19 @@ ncclResult_t setUpKernelPath(Comm* c) {
     kp->base_[r] = b.get();
     kp->opened_.push_back(std::move(b));
     if (recs[r].pidNs == me.pidNs) kp->peerBoards_[r] = CloseBoard::open(recs[r].pid, recs[r].closeFd);
+  }
+  // The launch counter (launch_order.h); without it, an event per call orders the launches.
+  // Not for one rank: its all-reduce launches nothing (sched/one_rank_copy.h), and a stream
+  // memory wait on a one-rank communicator's stream would act as a gate where no peer is waited
+  // for (CudaBackend.MatrixOnOneRankRunsStraightOnTheUsersStream asserts none is queued).
+  if (c->nranks > 1 && c->backend->waitsOnCounters()) {
+    auto word = backendHeldBuffer(c->backend);
+    void* dev = nullptr;
+    if (c->backend->allocMapped(sizeof(uint64_t), word.get(), &dev) == ncclSuccess) {
+      kp->doneWord_ = std::move(word);
+      kp->doneHost_ = reinterpret_cast<const uint64_t*>(kp->doneWord_->get());
+      kp->doneDevice_ = static_cast<uint64_t*>(dev);
+    }
   }
   if (!netPeers.empty()) {
     kp->proxy_ = std::make_unique<NetProxy>(c, kp->proxyBox_.get(), netPeers);

@@ -85,6 +85,15 @@ class KernelPath {
   void orderAfterPrevious(dev::Backend& backend, const dev::StreamRef& s, bool capturing);
   // `recorded`: a marker recorded on the launch's stream after it (comm/launch_order.h).
   void markLaunched(const std::shared_ptr<void>& recorded, uint64_t streamId, bool capturing);
+  // Whether this rank counts its launches in a word its kernels store when they end
+  // (kernels/launch_done.h) rather than an event per call: where the backend can make a stream
+  // wait for that word. Then each launch carrying tasks of this rank takes the next number
+  // (countLaunch, nothing while capturing: a replay must not move the count back), and once a
+  // call's launches are queued markCounted makes later ones wait for the last number taken; it
+  // returns that mark (empty: no launch of this rank was counted in the call).
+  bool countsLaunches() const { return doneHost_ != nullptr; }
+  void countLaunch(kern::LaunchDone* d, bool capturing);
+  LaunchMark markCounted(uint64_t streamId, bool capturing);
   // Waits (at most `limit`) until the device has run this rank's last uncaptured launch.
   bool lastLaunchDone(std::chrono::milliseconds limit);
   // Device memory of at least `bytes` for staging sends that a receive of the same launch
@@ -130,6 +139,13 @@ class KernelPath {
   std::atomic<bool> stopWatching_{false};
   std::mutex mu_;
   LaunchOrder order_;
+  // The launch counter (countsLaunches): mapped host memory, kept alive by the marks that
+  // name it (a stream claim's probe may outlive the communicator).
+  std::shared_ptr<dev::Buffer> doneWord_;
+  const uint64_t* doneHost_ = nullptr;
+  uint64_t* doneDevice_ = nullptr;
+  std::atomic<uint64_t> launchSeq_{0};   // numbers taken by countLaunch
+  std::atomic<uint64_t> markedSeq_{0};   // the last one markCounted marked
   std::vector<dev::Buffer> staging_;  // the last one is the current (largest)
   size_t stagingBytes_ = 0;
   // How a call stamp reads (sched/call_stamp.h, a layer above: handed in by checkKernels).

@@ -134,6 +134,11 @@ class Backend {
   virtual void waitMarker(const StreamRef& s, const std::shared_ptr<void>& m) { (void)s, (void)m; }
   // Whether the work queued before the marker's last record has run.
   virtual bool markerReached(const std::shared_ptr<void>& m) { return (void)m, true; }
+  // Whether waitCounter works: the kernel path then orders a rank's launches across streams by
+  // the word its kernels store when they end (kernels/launch_done.h), with no event per call.
+  virtual bool waitsOnCounters() const { return false; }
+  // Makes `s` wait until the 64-bit word at device address `word` holds at least `value`.
+  virtual void waitCounter(const StreamRef& s, const void* word, uint64_t value) { (void)s, (void)word, (void)value; }
   // A probe that says whether everything queued on `s` so far has run (an event recorded now);
   // always true for a capturing stream (its work runs when the graph is launched).
   virtual std::function<bool()> completionProbe(const StreamRef& s) {

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstring>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <vector>
 #include "base/check.h"
@@ -346,7 +347,7 @@ ncclResult_t stageAlltoAll(OpDesc* op, KernelPath& kp, dev::Backend& backend, co
 
 }  // namespace
 
-ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops, std::shared_ptr<void>* launched) {
+ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops, std::function<bool()>* launched) {
   // Per rank (Comm object) in this launch, its collectives in call order and its sends/receives.
   struct RankOps {
     Comm* comm;
@@ -392,6 +393,18 @@ ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops, std::shar
   for (const dev::StreamRef& o : others) backend.orderAfter(o, {first});
   const bool capturing = backend.streamCapturing(first);
   for (RankOps& r : ranks) r.comm->kernelPath->orderAfterPrevious(backend, first, capturing);
+  // Every rank counts its launches (launch_order.h), or none does and an event marks them.
+  const bool counted = std::all_of(ranks.begin(), ranks.end(),
+                                   [](const RankOps& r) { return r.comm->kernelPath->countsLaunches(); });
+  // A launch's LaunchDone: each counted rank with tasks in it takes its next launch number.
+  auto countLaunch = [counted](std::vector<RankOps>& rs, bool capt, kern::CollKernelArgs* a) {
+    if (!counted) return;
+    for (RankOps& r : rs) {
+      bool carried = false;
+      for (int t = 0; t < a->ntasks; t++) carried = carried || a->tasks[t].rank == r.comm->rank;
+      if (carried) r.comm->kernelPath->countLaunch(&a->done, capt);
+    }
+  };
 
   // Launch j carries collective j of every rank here (ranks of one communicator queued on one
   // stream by one thread: separate launches would wait for each other forever).
@@ -403,7 +416,7 @@ ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops, std::shar
     for (RankOps& r : ranks)
       if (j < r.colls.size() && directEligible(*r.colls[j], *r.comm->kernelPath)) direct.push_back(r.colls[j]);
     for (OpDesc* op : direct) toKernelAddresses(backend, op);
-    if (!direct.empty()) NCCLCHECK(launchDirectOps(direct, first));
+    if (!direct.empty()) NCCLCHECK(launchDirectOps(direct, first, counted && !capturing));
     LaunchDraft d(*c0.kernelPath);
     const OpDesc* lead = nullptr;
     for (RankOps& r : ranks) {
@@ -419,6 +432,7 @@ ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops, std::shar
     }
     if (!lead) continue;
     NCCLCHECK(d.finish(lead->describe().c_str()));
+    countLaunch(ranks, capturing, &d.args());
     if (d.args().ntasks > 0) NCCLCHECK(backend.launchCollective(first, lead->type, lead->red, d.args()));
   }
   bool anyP2p = false;
@@ -434,18 +448,31 @@ ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops, std::shar
   }
   if (anyP2p) {
     NCCLCHECK(d.finish("a group's sends and receives"));
+    countLaunch(ranks, capturing, &d.args());
     if (d.args().ntasks > 0) NCCLCHECK(backend.launchCollective(first, ncclInt8, dev::RedKind::Sum, d.args()));
   }
-  // One marker after the launches, for every rank of them (and the stream claim): one event
-  // record per call, from the backend's pool.
-  std::shared_ptr<void> marker;
-  if (!capturing) {
-    marker = backend.newMarker();
-    backend.recordMarker(marker, first);
+  if (counted) {
+    // Each rank's kernels said where they end (its launch counter): nothing more to queue.
+    const uint64_t streamId = capturing ? 0 : backend.streamIdentity(first);
+    std::vector<std::function<bool()>> probes;
+    for (RankOps& r : ranks) {
+      const LaunchMark m = r.comm->kernelPath->markCounted(streamId, capturing);
+      if (launched && !m.empty()) probes.push_back(LaunchOrder::probe(backend, m));
+    }
+    if (launched)
+      *launched = [probes] { return std::all_of(probes.begin(), probes.end(), [](const auto& p) { return p(); }); };
+  } else {
+    // One marker after the launches, for every rank of them (and the stream claim): one event
+    // record per call, from the backend's pool.
+    std::shared_ptr<void> marker;
+    if (!capturing) {
+      marker = backend.newMarker();
+      backend.recordMarker(marker, first);
+    }
+    const uint64_t streamId = marker ? backend.streamIdentity(first) : 0;
+    for (RankOps& r : ranks) r.comm->kernelPath->markLaunched(marker, streamId, capturing);
+    if (launched) *launched = backend.markerProbe(marker);
   }
-  const uint64_t streamId = marker ? backend.streamIdentity(first) : 0;
-  for (RankOps& r : ranks) r.comm->kernelPath->markLaunched(marker, streamId, capturing);
-  if (launched) *launched = marker;
   if (!others.empty()) backend.orderAfter(first, others);
   return ncclSuccess;
 }

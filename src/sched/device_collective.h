@@ -4,6 +4,7 @@
 // waits on the host, no second stream sits between the caller's stream and the data, and a
 // capture records the launches themselves, so a captured collective replays like any kernel.
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 #include "sched/op.h"
@@ -14,8 +15,8 @@ namespace accl {
 // Device stream): each collective one launch, in call order, then all sends and receives in
 // one launch (NCCL lets them sit anywhere among the group's collectives). Ops on streams other
 // than the first one's are ordered before and after the launches.
-// *launched (when given): the marker recorded on the first stream after the launches, shared
-// by every rank of the batch (null when capturing), for the stream claim's probe.
-ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops, std::shared_ptr<void>* launched = nullptr);
+// *launched (when given): for the stream claim, a probe saying whether the device has run the
+// launches (always true when capturing).
+ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops, std::function<bool()>* launched = nullptr);
 
 }  // namespace accl

@@ -41,7 +41,7 @@ bool directEligible(const OpDesc& op, const KernelPath& kp) {
   return op.count * dev::typeSize(op.type) >= kDirectMinBytes && kp.allRanksInProcess();
 }
 
-ncclResult_t launchDirectOps(const std::vector<OpDesc*>& ops, const dev::StreamRef& stream) {
+ncclResult_t launchDirectOps(const std::vector<OpDesc*>& ops, const dev::StreamRef& stream, bool count) {
   const OpDesc& lead = *ops.front();
   Comm& c0 = *lead.comm;
   dev::Backend& backend = *c0.backend;
@@ -81,6 +81,8 @@ ncclResult_t launchDirectOps(const std::vector<OpDesc*>& ops, const dev::StreamR
       return ncclInvalidUsage;
     }
   }
+  if (count)
+    for (const OpDesc* op : ops) op->comm->kernelPath->countLaunch(&a.done, false);
   ACCL_TRACE(kSubsysColl, "%s: direct path, %d rank(s) here, %d blocks each", lead.describe().c_str(), a.entries,
         a.blocksPerRank);
   return backend.launchDirect(stream, lead.type, lead.red, a);

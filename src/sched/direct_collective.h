@@ -14,8 +14,9 @@ class KernelPath;
 bool directEligible(const OpDesc& op, const KernelPath& kp);
 
 // Launches one direct kernel on `stream` for `ops` (collective j of every rank this launch
-// carries; each directEligible; kernel addresses already resolved).
-ncclResult_t launchDirectOps(const std::vector<OpDesc*>& ops, const dev::StreamRef& stream);
+// carries; each directEligible; kernel addresses already resolved); with `count`, counted in
+// each rank's launch counter (KernelPath::countLaunch).
+ncclResult_t launchDirectOps(const std::vector<OpDesc*>& ops, const dev::StreamRef& stream, bool count);
 
 // Blocks per rank for a direct call of `bytes` with `nranks` ranks, when the device keeps
 // `resident` blocks at once (0: unknown).

@@ -1,6 +1,7 @@
 #include "sched/group.h"
 #include <unordered_map>
 #include <algorithm>
+#include <functional>
 #include <thread>
 #include <vector>
 #include "base/check.h"
@@ -125,12 +126,12 @@ ncclResult_t launch(std::vector<std::unique_ptr<OpDesc>> ops) {
     for (auto& b : batches) {
       const dev::StreamRef stream = b.front()->stream;
       dev::Backend& backend = *b.front()->comm->backend;
-      std::shared_ptr<void> launched;
+      std::function<bool()> launched;
       NCCLCHECK(staged ? launchStagedOps(std::move(b)) : launchKernelOps(std::move(b), &launched));
       // The stream stays claimed for these ranks until the device has run the launches (the
-      // kernel path's marker after them: no second event record per call).
+      // kernel path's launch counters or marker: nothing more queued per call).
       if (std::shared_ptr<StreamClaim> claim = findClaim(claims, backend.streamDomain(), stream.handle))
-        holdClaimUntil(std::move(claim), staged ? backend.completionProbe(stream) : backend.markerProbe(launched));
+        holdClaimUntil(std::move(claim), staged ? backend.completionProbe(stream) : std::move(launched));
     }
   }
   // What is left runs on the host path: host communicators (every device communicator has

@@ -1,10 +1,12 @@
 // Issue 41, item 5: what one small collective costs the host and the stream once a rank has
 // made calls on the same stream and buffers before (the steady state). Counted on the fake
 // driver's call log (process-wide, so every rank's call is in it): per rank per call one
-// kernel launch and no stream wait, no cuPointerGetAttribute, cuEventCreate or allocation.
-// The checks that the shortcuts keep the order: a call on another stream still runs after the
-// previous one (its input is that call's output), and so does one after that stream is
-// destroyed with the call still queued.
+// kernel launch and nothing else queued (no event record, stream wait, memset or memory
+// operation), and no cuPointerGetAttribute, cuEventCreate or allocation. A call on another
+// stream than the rank's last queues one stream memory wait on the rank's launch counter
+// (comm/launch_order.h) and no event. The checks that the shortcuts keep the order: a call on
+// another stream still runs after the previous one (its input is that call's output), and so
+// does one after that stream is destroyed with the call still queued.
 #include <gtest/gtest.h>
 #include <barrier>
 #include <cstdint>
@@ -39,6 +41,7 @@ const bool kOwnQueues = [] { return setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 
 struct Round {
   unsigned long long launches, memsets, records, waits, copies, memops;
   unsigned long long pointerAttrs, eventCreates, allocs;
+  unsigned long long valueWaits;  // cuStreamWaitValue64 (each also a memop)
 };
 
 Round takeRound() {
@@ -47,7 +50,8 @@ Round takeRound() {
           fakeCudaQueued(FAKE_CUDA_QUEUED_MEMCPY),       fakeCudaQueued(FAKE_CUDA_QUEUED_MEMOP),
           fakeCudaDriverCalls("cuPointerGetAttribute"),  fakeCudaDriverCalls("cuEventCreate"),
           fakeCudaDriverCalls("cuMemAlloc") + fakeCudaDriverCalls("cuMemHostAlloc") +
-              fakeCudaDriverCalls("cuMemHostRegister")};
+              fakeCudaDriverCalls("cuMemHostRegister"),
+          fakeCudaDriverCalls("cuStreamWaitValue64")};
 }
 
 // Rank r's input element i: small integers, so float sums are exact.
@@ -140,12 +144,12 @@ void steadyStateRounds(int n) {
         EXPECT_EQ(0u, c.copies) << what;
         // No memset: the rank's last block resets the launch's progress counters itself.
         EXPECT_EQ(0u, c.memsets) << what;
-        // One event per launch, recorded after it: what a call on another stream waits for and
-        // what ncclCommDestroy waits for (comm/launch_order.h).
-        EXPECT_EQ(un, c.records) << what;
+        // No event: the launch's last block stores its number in the rank's launch counter,
+        // which a call on another stream and ncclCommDestroy wait for (comm/launch_order.h).
+        EXPECT_EQ(0u, c.records) << what;
       }
       EXPECT_EQ(0u, c.waits) << what << ": the stream runs the rank's previous launch first anyway";
-      EXPECT_EQ(0u, c.memops) << what;
+      EXPECT_EQ(0u, c.memops) << what << ": no stream memory wait on the same stream";
       EXPECT_EQ(0u, c.pointerAttrs) << what << ": pointer kinds are cached per allocation";
       EXPECT_EQ(0u, c.eventCreates) << what << ": events come from a pool";
       EXPECT_EQ(0u, c.allocs) << what;
@@ -170,7 +174,7 @@ TEST(SteadyState, ACallOnAnotherStreamRunsAfterThePreviousOne) {
   constexpr size_t kBig = 1 << 18;  // 1 MiB of floats
   std::barrier sync(n);
   std::vector<std::string> wrong(n);
-  std::vector<unsigned long long> switchWaits;
+  std::vector<Round> switches;
   std::string error;
   bool ok = runThreadRanks(
       n,
@@ -212,7 +216,7 @@ TEST(SteadyState, ACallOnAnotherStreamRunsAfterThePreviousOne) {
         sync.arrive_and_wait();
         ncclAllReduce(midp, outp, kBig, ncclFloat32, ncclSum, comm, reinterpret_cast<cudaStream_t>(b));
         sync.arrive_and_wait();
-        if (rank == 0) switchWaits.push_back(fakeCudaQueued(FAKE_CUDA_QUEUED_STREAM_WAIT));
+        if (rank == 0) switches.push_back(takeRound());
         d->streamSynchronize(b);
         expectOut("a call on a second stream", static_cast<float>(n));
 
@@ -240,9 +244,107 @@ TEST(SteadyState, ACallOnAnotherStreamRunsAfterThePreviousOne) {
       &error);
   ASSERT_TRUE(ok) << error;
   for (int r = 0; r < n; r++) EXPECT_TRUE(wrong[r].empty()) << "rank " << r << ": " << wrong[r];
-  ASSERT_EQ(1u, switchWaits.size());
-  EXPECT_EQ(static_cast<unsigned long long>(n), switchWaits[0]) << "each rank's call on the new stream waits for its last";
+  ASSERT_EQ(1u, switches.size());
+  const Round& c = switches[0];
+  const auto un = static_cast<unsigned long long>(n);
+  EXPECT_EQ(un, c.memops) << "each rank's call on the new stream waits for its last: one stream memory wait";
+  EXPECT_EQ(un, c.valueWaits) << "the wait is on the rank's launch counter";
+  EXPECT_EQ(0u, c.waits) << "no event wait";
+  EXPECT_EQ(0u, c.records) << "no event record";
+  EXPECT_EQ(un, c.launches);
+  EXPECT_EQ(0u, c.memsets);
+  EXPECT_EQ(0u, c.eventCreates);
+  EXPECT_EQ(0u, c.allocs);
 }
+
+// Calls alternating between two streams, each call's input the previous call's output, no
+// host synchronisation between them: a call on another stream than the rank's last queues
+// exactly one stream memory wait (on the rank's launch counter) per rank and nothing else
+// but its launch; one on the same stream as the last queues only the launch. The result after
+// all of them is right only if each ran after the one before.
+void alternatingStreams(int n) {
+  REQUIRE_FAKE_LOG(d);
+  constexpr size_t kCount = 2;  // 8 bytes
+  // Streams by round (the warm-up ends on stream 0): 1 0 0 1 1 0.
+  const std::vector<int> streamOf = {1, 0, 0, 1, 1, 0};
+  const int rounds = static_cast<int>(streamOf.size());
+  std::barrier sync(n);
+  std::vector<Round> counted;
+  std::vector<std::string> wrong(n);
+  std::string error;
+  bool ok = runThreadRanks(
+      n,
+      [&](ncclComm_t comm, int rank) {
+        useDevice(0);
+        CUstream st[2] = {};
+        CUdeviceptr buf[2] = {};
+        for (int i = 0; i < 2; i++)
+          if (d->streamCreate(&st[i], CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+              d->memAlloc(&buf[i], kCount * 4) != CUDA_SUCCESS) {
+            wrong[rank] = "set-up failed";
+            return;
+          }
+        auto call = [&](int from, int s) {
+          return ncclAllReduce(reinterpret_cast<void*>(buf[from]), reinterpret_cast<void*>(buf[1 - from]), kCount,
+                               ncclFloat32, ncclSum, comm, reinterpret_cast<cudaStream_t>(st[s]));
+        };
+        // Warm-up: both buffers both ways, on both streams, ending on stream 0.
+        call(0, 0);
+        call(1, 1);
+        call(0, 0);
+        d->streamSynchronize(st[0]);
+        d->streamSynchronize(st[1]);
+        std::vector<float> host(kCount), got(kCount);
+        for (size_t i = 0; i < kCount; i++) host[i] = inputOf(rank, i);
+        d->memcpyHtoD(buf[0], host.data(), kCount * 4);
+        for (int k = 0; k < rounds; k++) {
+          sync.arrive_and_wait();
+          if (rank == 0) fakeCudaLogReset();
+          sync.arrive_and_wait();
+          if (call(k % 2, streamOf[k]) != ncclSuccess && wrong[rank].empty())
+            wrong[rank] = "ncclAllReduce failed in round " + std::to_string(k);
+          sync.arrive_and_wait();  // every rank's call is queued
+          if (rank == 0) counted.push_back(takeRound());
+        }
+        d->streamSynchronize(st[0]);
+        d->streamSynchronize(st[1]);
+        d->memcpyDtoH(got.data(), buf[rounds % 2], kCount * 4);
+        float factor = 1;  // every round after the first multiplies the sum by n
+        for (int k = 1; k < rounds; k++) factor *= static_cast<float>(n);
+        for (size_t i = 0; i < kCount; i++)
+          if (got[i] != factor * sumOf(n, i) && wrong[rank].empty())
+            wrong[rank] = "element " + std::to_string(i) + " is " + std::to_string(got[i]) + ", not " +
+                          std::to_string(factor * sumOf(n, i));
+        for (int i = 0; i < 2; i++) {
+          d->memFree(buf[i]);
+          d->streamDestroy(st[i]);
+        }
+      },
+      &error);
+  ASSERT_TRUE(ok) << error;
+  for (int r = 0; r < n; r++) EXPECT_TRUE(wrong[r].empty()) << "rank " << r << ": " << wrong[r];
+  ASSERT_EQ(streamOf.size(), counted.size());
+  const auto un = static_cast<unsigned long long>(n);
+  for (int k = 0; k < rounds; k++) {
+    const Round& c = counted[k];
+    const bool switched = streamOf[k] != (k == 0 ? 0 : streamOf[k - 1]);
+    const std::string what = std::to_string(n) + " ranks, round " + std::to_string(k) +
+                             (switched ? " (another stream than the last)" : " (the same stream as the last)");
+    EXPECT_EQ(un, c.launches) << what;
+    EXPECT_EQ(switched ? un : 0u, c.memops) << what << ": one stream memory wait per rank per switch";
+    EXPECT_EQ(switched ? un : 0u, c.valueWaits) << what;
+    EXPECT_EQ(0u, c.waits) << what << ": no event wait";
+    EXPECT_EQ(0u, c.records) << what << ": no event record";
+    EXPECT_EQ(0u, c.memsets) << what;
+    EXPECT_EQ(0u, c.copies) << what;
+    EXPECT_EQ(0u, c.pointerAttrs) << what;
+    EXPECT_EQ(0u, c.eventCreates) << what;
+    EXPECT_EQ(0u, c.allocs) << what;
+  }
+}
+
+TEST(SteadyState, TwoRanksAlternatingStreamsWaitOncePerSwitch) { alternatingStreams(2); }
+TEST(SteadyState, FourRanksAlternatingStreamsWaitOncePerSwitch) { alternatingStreams(4); }
 
 }  // namespace
 }  // namespace accl_cuda_test

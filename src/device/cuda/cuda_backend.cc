@@ -249,6 +249,14 @@ class CudaBackend final : public Backend {
     return api_.eventQuery(static_cast<CUevent>(m.get())) != kErrorNotReady;
   }
 
+  // The HIP table leaves streamWaitValue64 unset: its launches keep the event per call (the HIP
+  // runtime's wait on mapped host memory has not been checked on an AMD device).
+  bool waitsOnCounters() const override { return api_.streamWaitValue64 != nullptr; }
+  void waitCounter(const StreamRef& s, const void* word, uint64_t value) override {
+    ContextScope scope(api_, dev_.context());
+    api_.streamWaitValue64(s.handle, reinterpret_cast<CUdeviceptr>(word), value, kStreamWaitValueGeq);
+  }
+
   std::function<bool()> completionProbe(const StreamRef& s) override {
     if (streamCapturing(s)) return [] { return true; };
     std::shared_ptr<void> m = newMarker();

@@ -72,6 +72,7 @@ const DriverApi* load(std::string* why) {
   bind(lib, "cuThreadExchangeStreamCaptureMode", &api.threadExchangeStreamCaptureMode, &optional);
   bind(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor", &api.occupancyMaxActiveBlocksPerMultiprocessor, &optional);
   bind(lib, "cuStreamGetId", &api.streamGetId, &optional);
+  bind(lib, "cuStreamWaitValue64_v2", &api.streamWaitValue64, &optional);
   if (!missing.empty()) {
     *why = "the CUDA driver lacks " + missing + " (too old?)";
     return nullptr;

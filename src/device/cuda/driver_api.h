@@ -42,6 +42,7 @@ inline constexpr unsigned kMemHostRegisterDeviceMap = 0x2;  // CU_MEMHOSTREGISTE
 inline constexpr unsigned kMemHostAllocPortable = 0x1;      // CU_MEMHOSTALLOC_PORTABLE
 inline constexpr unsigned kMemHostAllocDeviceMap = 0x2;     // CU_MEMHOSTALLOC_DEVICEMAP
 inline constexpr unsigned kStreamWriteValueDefault = 0x0;  // CU_STREAM_WRITE_VALUE_DEFAULT
+inline constexpr unsigned kStreamWaitValueGeq = 0x0;       // CU_STREAM_WAIT_VALUE_GEQ
 inline constexpr unsigned kIpcMemLazyEnablePeerAccess = 0x1;  // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
 // CUstreamCaptureStatus
 inline constexpr int kCaptureStatusNone = 0;
@@ -102,6 +103,8 @@ struct DriverApi {
   CUresult (*streamGetCtx)(CUstream stream, CUcontext* ctx) = nullptr;                      // cuStreamGetCtx
   // Optional (CUDA 12.0+): a stream's process-unique id, never reused as handles may be.
   CUresult (*streamGetId)(CUstream stream, unsigned long long* id) = nullptr;               // cuStreamGetId
+  // Optional: a stream waits until a 64-bit word reaches a value (CU_STREAM_WAIT_VALUE_GEQ).
+  CUresult (*streamWaitValue64)(CUstream stream, CUdeviceptr addr, uint64_t value, unsigned flags) = nullptr;  // cuStreamWaitValue64_v2
   CUresult (*eventCreate)(CUevent* event, unsigned flags) = nullptr;                        // cuEventCreate
   CUresult (*eventRecord)(CUevent event, CUstream stream) = nullptr;                        // cuEventRecord
   CUresult (*eventQuery)(CUevent event) = nullptr;                                          // cuEventQuery
