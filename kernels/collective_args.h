@@ -72,7 +72,7 @@ struct DirectPost {
   uint64_t count;
   KStamp stamp;
   uint8_t kind, type, red, scaled;  // scaled: the contribution is multiplied by `scalar` (PreMulSum)
-  uint32_t pad;
+  int32_t root;                     // broadcast, reduce; -1 otherwise
   alignas(8) unsigned char scalar[8];
 };
 

@@ -1,7 +1,8 @@
 // direct_args.h: what one launch of the direct kernel (kernels/direct_kernel.h) is told. The
 // direct path serves ranks of one process whose devices reach each other: every rank's kernel
 // loads its peers' inputs and stores into their outputs in place, with no mailbox slot between
-// (k = 4 HBM bytes per payload byte for a 2-rank all-reduce, against 9 through the slots).
+// (k = 4 HBM bytes per payload byte for a 2-rank all-reduce, against 9 through the slots). It
+// runs all-reduce, all-gather, reduce-scatter, broadcast and reduce.
 //
 // Per call, each rank's kernel (its own blocks, grid = entries x blocksPerRank) publishes its
 // buffers and call in its MailboxHeader (DirectPost, directReady = call number), waits until
@@ -19,7 +20,7 @@ namespace accl::kern {
 
 constexpr unsigned kDirectThreads = 512;
 
-enum class DirectKind : uint8_t { AllReduce = 1 };
+enum class DirectKind : uint8_t { AllReduce = 1, AllGather = 2, ReduceScatter = 3, Broadcast = 4, Reduce = 5 };
 
 // One rank this launch runs (a launch carries several when one thread queued ranks of one
 // communicator on one stream in a group).
@@ -38,8 +39,12 @@ struct DirectArgs {
   int32_t entries;
   int32_t blocksPerRank;
   uint32_t divisor;  // ncclAvg: the result divided by it when > 1
-  uint64_t count;    // elements of every rank's input (all-reduce)
-  uint8_t kind, type, red;
+  // Elements of the call's count argument: every rank's input and output (all-reduce,
+  // broadcast, reduce), every rank's input (all-gather: outputs hold nranks x count), every
+  // rank's output (reduce-scatter: inputs hold nranks x count).
+  uint64_t count;
+  int32_t root;  // broadcast, reduce; -1 otherwise
+  uint8_t kind, type, red;  // red: Sum for the kinds that copy
   DirectEntry entry[kMailboxRanks];
   char* mailbox[kMailboxRanks];  // every rank's mailbox (this process reaches all of them)
   const uint64_t* abortFlag;

@@ -1,8 +1,13 @@
 // direct_kernel.h: the direct kernel (direct_args.h says the protocol): ranks of one process
-// whose devices reach each other use each other's user buffers in place. All-reduce: the
-// elements are cut into one piece per (rank, block); each piece is every rank's input folded in
-// rank order (rank 0's value, then op with rank 1's, ..., narrowed after every op, as the
-// collective kernel's Fold task does: the same bits), stored into every rank's output.
+// whose devices reach each other use each other's user buffers in place. The call's work space
+// (the count's bytes; nranks segments of them for all-gather and reduce-scatter) is cut into one
+// share per (rank, block); for each piece of its share a worker folds the inputs it needs in rank
+// order and stores the result into the outputs that take it (foldPiece):
+//   all-reduce      every input         -> every output
+//   reduce          every input         -> the root's output
+//   broadcast       the root's input    -> every output
+//   all-gather      segment s: rank s's input -> every output at s x bytes
+//   reduce-scatter  segment s: every input at s x bytes -> rank s's output
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -130,7 +135,7 @@ ACCL_DEV bool waitFor(const DirectArgs& a, const uint64_t* flag, uint64_t v, int
 }
 
 ACCL_DEV bool samePost(const DirectArgs& a, const DirectPost& p, const DirectEntry& e) {
-  if (p.count != a.count || p.kind != a.kind || p.type != a.type || p.red != a.red) return false;
+  if (p.count != a.count || p.kind != a.kind || p.type != a.type || p.red != a.red || p.root != a.root) return false;
   return e.stamp.magic == 0 || sameStamp(p.stamp, e.stamp);
 }
 
@@ -172,13 +177,115 @@ struct Lanes {
 
 constexpr int kDirectUnroll = 4;
 
+ACCL_DEV DirectKind kindOf(const DirectArgs& a) { return static_cast<DirectKind>(a.kind); }
+
+// One piece of a call: the inputs of ranks [q0, q1) at byte srcOff folded in rank order (rank
+// q0's value, then op with the next one's, narrowed after every op, as the collective kernel's
+// Fold task does: the same bits; each scaled first when it is PreMulSum's; the result divided
+// for ncclAvg), stored into the outputs of ranks [r0, r1) at byte dstOff. A copy is the fold of
+// one rank. src, dst, scaled and k are block-shared, indexed by rank.
 template <class E, class Op>
-ACCL_DEV void allReduce(const DirectArgs& a, int rank, int block) {
+ACCL_DEV void foldPiece(const char* const* src, char* const* dst, const uint8_t* scaled, const typename E::Compute* k,
+                        int q0, int q1, int r0, int r1, size_t srcOff, size_t dstOff, size_t len, int divisor) {
+  using S = typename E::Storage;
+  using L = Lanes<E, Op>;
+  bool aligned = true;
+  for (int q = q0; q < q1; q++) aligned = aligned && vecAligned(src[q] + srcOff, src[q] + srcOff);
+  for (int r = r0; r < r1; r++) aligned = aligned && vecAligned(dst[r] + dstOff, dst[r] + dstOff);
+  size_t head = 0;
+  if (aligned) {
+    const size_t vecs = len / 16, step = blockSize(), span = step * kDirectUnroll;
+    const size_t whole = vecs / span * span;
+    for (size_t base = threadIndex(); base < whole; base += span) {
+      Vec16 acc[kDirectUnroll];
+      ACCL_UNROLL for (int u = 0; u < kDirectUnroll; u++) acc[u] = loadVec(src[q0] + srcOff + 16 * (base + u * step));
+      if (scaled[q0]) {
+        ACCL_UNROLL for (int u = 0; u < kDirectUnroll; u++) acc[u] = L::scale(acc[u], k[q0]);
+      }
+      for (int q = q0 + 1; q < q1; q++) {
+        Vec16 x[kDirectUnroll];
+        ACCL_UNROLL for (int u = 0; u < kDirectUnroll; u++) x[u] = loadVec(src[q] + srcOff + 16 * (base + u * step));
+        if (scaled[q]) {
+          ACCL_UNROLL for (int u = 0; u < kDirectUnroll; u++) x[u] = L::scale(x[u], k[q]);
+        }
+        ACCL_UNROLL for (int u = 0; u < kDirectUnroll; u++) acc[u] = L::fold(acc[u], x[u]);
+      }
+      if (divisor > 1) {
+        ACCL_UNROLL for (int u = 0; u < kDirectUnroll; u++) acc[u] = L::divide(acc[u], divisor);
+      }
+      for (int r = r0; r < r1; r++) {
+        ACCL_UNROLL for (int u = 0; u < kDirectUnroll; u++) storeVec(dst[r] + dstOff + 16 * (base + u * step), acc[u]);
+      }
+    }
+    for (size_t i = whole + threadIndex(); i < vecs; i += step) {
+      Vec16 acc = loadVec(src[q0] + srcOff + 16 * i);
+      if (scaled[q0]) acc = L::scale(acc, k[q0]);
+      for (int q = q0 + 1; q < q1; q++) {
+        Vec16 x = loadVec(src[q] + srcOff + 16 * i);
+        if (scaled[q]) x = L::scale(x, k[q]);
+        acc = L::fold(acc, x);
+      }
+      if (divisor > 1) acc = L::divide(acc, divisor);
+      for (int r = r0; r < r1; r++) storeVec(dst[r] + dstOff + 16 * i, acc);
+    }
+    head = vecs * 16;
+  }
+  // Element by element where a buffer is only element-aligned, and the tail.
+  for (size_t e = head / sizeof(S) + threadIndex(); e < len / sizeof(S); e += blockSize()) {
+    S acc;
+    __builtin_memcpy(&acc, src[q0] + srcOff + e * sizeof(S), sizeof(S));
+    if (scaled[q0]) acc = E::narrow(ProdOp::apply(E::widen(acc), k[q0]));
+    for (int q = q0 + 1; q < q1; q++) {
+      S x;
+      __builtin_memcpy(&x, src[q] + srcOff + e * sizeof(S), sizeof(S));
+      if (scaled[q]) x = E::narrow(ProdOp::apply(E::widen(x), k[q]));
+      acc = E::narrow(Op::apply(E::widen(acc), E::widen(x)));
+    }
+    if (divisor > 1) acc = divideOne<E>(acc, divisor);
+    for (int r = r0; r < r1; r++) __builtin_memcpy(dst[r] + dstOff + e * sizeof(S), &acc, sizeof(S));
+  }
+}
+
+// Whether this call loads rank r's input / stores into rank r's output at all (a broadcast
+// reads only the root's input, a reduce writes only the root's output; the buffers a call does
+// not use are never touched, whatever the caller passed).
+ACCL_DEV bool loadsFrom(const DirectArgs& a, int r) { return kindOf(a) != DirectKind::Broadcast || r == a.root; }
+ACCL_DEV bool storesTo(const DirectArgs& a, int r) { return kindOf(a) != DirectKind::Reduce || r == a.root; }
+
+// The call's work space: the bytes the workers split. All-gather and reduce-scatter: nranks
+// segments of `bytes`, segment s being rank s's input (all-gather) or output (reduce-scatter).
+ACCL_DEV size_t workBytes(const DirectArgs& a, size_t bytes) {
+  const DirectKind k = kindOf(a);
+  return k == DirectKind::AllGather || k == DirectKind::ReduceScatter ? bytes * static_cast<size_t>(a.nranks) : bytes;
+}
+
+// For the fake driver's counters: the bytes of rank r's buffers (device addresses, as posted)
+// the worker for [lo, hi) of the work space loads and stores.
+ACCL_DEV void countRank(const DirectArgs& a, const DirectPost& p, int r, size_t lo, size_t hi, size_t bytes) {
+  if (hi <= lo) return;
+  const DirectKind k = kindOf(a);
+  if (k == DirectKind::AllGather || k == DirectKind::ReduceScatter) {
+    const size_t segLo = static_cast<size_t>(r) * bytes, segHi = segLo + bytes;
+    const size_t x = lo > segLo ? lo : segLo, y = hi < segHi ? hi : segHi;
+    if (k == DirectKind::AllGather) {
+      if (y > x) countPayload(p.send + (x - segLo), y - x, 0);
+      countPayload(p.recv + lo, hi - lo, 1);
+    } else {
+      countPayload(p.send + lo, hi - lo, 0);
+      if (y > x) countPayload(p.recv + (x - segLo), y - x, 1);
+    }
+    return;
+  }
+  if (loadsFrom(a, r)) countPayload(p.send + lo, hi - lo, 0);
+  if (storesTo(a, r)) countPayload(p.recv + lo, hi - lo, 1);
+}
+
+template <class E, class Op>
+ACCL_DEV void runCall(const DirectArgs& a, int rank, int block) {
   using S = typename E::Storage;
   using C = typename E::Compute;
-  using L = Lanes<E, Op>;
-  // The ranks' buffers for this block's piece and their scalars: block-shared, written by the
-  // thread that read the rank's post (no runtime-indexed array in local memory).
+  // Every rank's buffers (null where the call does not use them) and scalars: block-shared,
+  // written by the thread that read the rank's post (no runtime-indexed array in local memory).
   ACCL_BLOCK_SHARED(const char* src[kMailboxRanks]);
   ACCL_BLOCK_SHARED(char* dst[kMailboxRanks]);
   ACCL_BLOCK_SHARED(uint8_t scaled[kMailboxRanks]);
@@ -186,12 +293,14 @@ ACCL_DEV void allReduce(const DirectArgs& a, int rank, int block) {
   ACCL_BLOCK_SHARED(int failed);
   const int n = a.nranks;
   const size_t bytes = a.count * sizeof(S);
-  const size_t units = (bytes + 15) / 16;
+  const size_t space = workBytes(a, bytes);
+  // This worker's share of the work space: cut on 16 bytes, one share per (rank, block).
+  const size_t units = (space + 15) / 16;
   const size_t workers = static_cast<size_t>(n) * a.blocksPerRank;
   const size_t w = static_cast<size_t>(rank) * a.blocksPerRank + block;
   const size_t lo = units * w / workers * 16;
   size_t hi = units * (w + 1) / workers * 16;
-  if (hi > bytes) hi = bytes;
+  if (hi > space) hi = space;
   const int entry = static_cast<int>(blockIndex()) / a.blocksPerRank;
   const DirectEntry& me = a.entry[entry];
   MailboxHeader* own = header(a, rank);
@@ -206,6 +315,7 @@ ACCL_DEV void allReduce(const DirectArgs& a, int rank, int block) {
     p.kind = a.kind;
     p.type = a.type;
     p.red = a.red;
+    p.root = a.root;
     p.scaled = me.scalarKind != ScalarKind::None;
     if (me.scalarKind == ScalarKind::Device) __builtin_memcpy(p.scalar, devicePointer(static_cast<const S*>(me.scalarPtr)), sizeof(S));
     else __builtin_memcpy(p.scalar, me.scalarBytes, sizeof(p.scalar));
@@ -233,72 +343,32 @@ ACCL_DEV void allReduce(const DirectArgs& a, int rank, int block) {
       failed = 1;
       continue;
     }
-    if (hi > lo) {
-      countPayload(p.send + lo, hi - lo, 0);
-      countPayload(p.recv + lo, hi - lo, 1);
-    }
-    src[r] = hi > lo ? devicePointer(p.send + lo) : nullptr;
-    dst[r] = hi > lo ? devicePointer(p.recv + lo) : nullptr;
+    countRank(a, p, r, lo, hi, bytes);
+    src[r] = loadsFrom(a, r) ? devicePointer(p.send) : nullptr;
+    dst[r] = storesTo(a, r) ? devicePointer(p.recv) : nullptr;
     scaled[r] = p.scaled;
     k[r] = p.scaled ? E::widen(storageOf<E>(p.scalar)) : C{};
   }
   syncBlock();
   if (!failed && hi > lo) {
-    const size_t len = hi - lo;
-    bool aligned = true;
-    for (int r = 0; r < n; r++) aligned = aligned && vecAligned(src[r], dst[r]);
     const int divisor = static_cast<int>(a.divisor);
-    size_t head = 0;
-    if (aligned) {
-      const size_t vecs = len / 16, step = blockSize(), span = step * kDirectUnroll;
-      const size_t whole = vecs / span * span;
-      for (size_t base = threadIndex(); base < whole; base += span) {
-        Vec16 acc[kDirectUnroll];
-        ACCL_UNROLL for (int u = 0; u < kDirectUnroll; u++) acc[u] = loadVec(src[0] + 16 * (base + u * step));
-        if (scaled[0]) {
-          ACCL_UNROLL for (int u = 0; u < kDirectUnroll; u++) acc[u] = L::scale(acc[u], k[0]);
-        }
-        for (int r = 1; r < n; r++) {
-          Vec16 x[kDirectUnroll];
-          ACCL_UNROLL for (int u = 0; u < kDirectUnroll; u++) x[u] = loadVec(src[r] + 16 * (base + u * step));
-          if (scaled[r]) {
-          ACCL_UNROLL for (int u = 0; u < kDirectUnroll; u++) x[u] = L::scale(x[u], k[r]);
-        }
-          ACCL_UNROLL for (int u = 0; u < kDirectUnroll; u++) acc[u] = L::fold(acc[u], x[u]);
-        }
-        if (divisor > 1) {
-          ACCL_UNROLL for (int u = 0; u < kDirectUnroll; u++) acc[u] = L::divide(acc[u], divisor);
-        }
-        for (int r = 0; r < n; r++) {
-          ACCL_UNROLL for (int u = 0; u < kDirectUnroll; u++) storeVec(dst[r] + 16 * (base + u * step), acc[u]);
-        }
+    const DirectKind kind = kindOf(a);
+    if (kind == DirectKind::AllGather || kind == DirectKind::ReduceScatter) {
+      // The segments [lo, hi) crosses: rank s's input copied into every output at s x bytes, or
+      // every input's segment s folded into rank s's output.
+      for (size_t s = lo / bytes; s < static_cast<size_t>(n) && s * bytes < hi; s++) {
+        const size_t segLo = s * bytes;
+        const size_t x = lo > segLo ? lo : segLo, y = hi < segLo + bytes ? hi : segLo + bytes;
+        const int seg = static_cast<int>(s);
+        if (kind == DirectKind::AllGather)
+          foldPiece<E, Op>(src, dst, scaled, k, seg, seg + 1, 0, n, x - segLo, x, y - x, 1);
+        else
+          foldPiece<E, Op>(src, dst, scaled, k, 0, n, seg, seg + 1, x, x - segLo, y - x, divisor);
       }
-      for (size_t i = whole + threadIndex(); i < vecs; i += step) {
-        Vec16 acc = loadVec(src[0] + 16 * i);
-        if (scaled[0]) acc = L::scale(acc, k[0]);
-        for (int r = 1; r < n; r++) {
-          Vec16 x = loadVec(src[r] + 16 * i);
-          if (scaled[r]) x = L::scale(x, k[r]);
-          acc = L::fold(acc, x);
-        }
-        if (divisor > 1) acc = L::divide(acc, divisor);
-        for (int r = 0; r < n; r++) storeVec(dst[r] + 16 * i, acc);
-      }
-      head = vecs * 16;
-    }
-    // Element by element where a buffer is only element-aligned, and the tail.
-    for (size_t e = head / sizeof(S) + threadIndex(); e < len / sizeof(S); e += blockSize()) {
-      S acc;
-      __builtin_memcpy(&acc, src[0] + e * sizeof(S), sizeof(S));
-      if (scaled[0]) acc = E::narrow(ProdOp::apply(E::widen(acc), k[0]));
-      for (int r = 1; r < n; r++) {
-        S x;
-        __builtin_memcpy(&x, src[r] + e * sizeof(S), sizeof(S));
-        if (scaled[r]) x = E::narrow(ProdOp::apply(E::widen(x), k[r]));
-        acc = E::narrow(Op::apply(E::widen(acc), E::widen(x)));
-      }
-      if (divisor > 1) acc = divideOne<E>(acc, divisor);
-      for (int r = 0; r < n; r++) __builtin_memcpy(dst[r] + e * sizeof(S), &acc, sizeof(S));
+    } else {
+      const bool bcast = kind == DirectKind::Broadcast, reduce = kind == DirectKind::Reduce;
+      foldPiece<E, Op>(src, dst, scaled, k, bcast ? a.root : 0, bcast ? a.root + 1 : n, reduce ? a.root : 0,
+                       reduce ? a.root + 1 : n, lo, lo, hi - lo, bcast ? 1 : divisor);
     }
   }
   syncBlock();  // the block's stores are issued before its thread 0 says the block is done
@@ -321,7 +391,7 @@ ACCL_DEV void run(const DirectArgs& a) {
   const int entry = static_cast<int>(blockIndex()) / a.blocksPerRank;
   if (entry >= a.entries) return;
   const int block = static_cast<int>(blockIndex()) % a.blocksPerRank;
-  allReduce<E, Op>(a, a.entry[entry].rank, block);
+  runCall<E, Op>(a, a.entry[entry].rank, block);
 }
 
 }  // namespace accl::kern::direct

@@ -1,6 +1,6 @@
 // direct_collective.h: the direct path (kernels/direct_kernel.h): ranks of one process whose
-// devices reach each other run large collectives on each other's user buffers in place, with
-// no mailbox slot in between. Which path a call takes is decided from what every rank shares
+// devices reach each other run large collectives (all-reduce, all-gather, reduce-scatter,
+// broadcast, reduce) on each other's user buffers in place, with no mailbox slot in between. Which path a call takes is decided from what every rank shares
 // (the op, its size, the communicator's placement), so all ranks of a call take the same one.
 #pragma once
 #include <vector>
@@ -18,8 +18,8 @@ bool directEligible(const OpDesc& op, const KernelPath& kp);
 // each rank's launch counter (KernelPath::countLaunch).
 ncclResult_t launchDirectOps(const std::vector<OpDesc*>& ops, const dev::StreamRef& stream, bool count);
 
-// Blocks per rank for a direct call of `bytes` with `nranks` ranks, when the device keeps
-// `resident` blocks at once (0: unknown).
-int directBlocksPerRank(size_t bytes, int nranks, int resident);
+// Blocks per rank for a direct `kind` call whose largest buffer is `bytes`, with `nranks`
+// ranks, when the device keeps `resident` blocks at once (0: unknown).
+int directBlocksPerRank(OpKind kind, size_t bytes, int nranks, int resident);
 
 }  // namespace accl
