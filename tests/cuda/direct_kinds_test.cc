@@ -16,6 +16,7 @@
 #include <vector>
 #include "common/rank_runner.h"
 #include "common/text_file.h"
+#include "cuda/direct_launch_log.h"
 #include "cuda/test_driver.h"
 #include "fake_cuda/fake_cuda_test_api.h"
 #include "nccl.h"
@@ -79,23 +80,6 @@ ncclResult_t issue(const Call& c, const void* in, void* out, ncclComm_t comm, CU
   return ncclInternalError;
 }
 
-struct Launches {
-  int direct = 0, mailbox = 0;
-  unsigned minGrid = ~0u;
-};
-Launches launchesSinceReset() {
-  Launches l;
-  FakeCudaLaunch f;
-  for (unsigned long long i = 0; fakeCudaLaunchAt(i, &f) == 0; i++) {
-    if (std::strncmp(f.kernel, "accl_direct_", 12) == 0) {
-      l.direct++;
-      l.minGrid = std::min(l.minGrid, f.grid[0]);
-    } else if (std::strncmp(f.kernel, "accl_coll_", 10) == 0) {
-      l.mailbox++;
-    }
-  }
-  return l;
-}
 
 // Payload bytes each kind loads and stores, by the bytes of its count argument.
 struct Moved {
@@ -164,12 +148,12 @@ void runOnOneDevice(const Call& c) {
       &error);
   ASSERT_TRUE(ok) << error;
   for (int r = 0; r < c.n; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
-  const Launches l = launchesSinceReset();
+  const KernelLaunches l = kernelLaunchesSinceReset();
   EXPECT_EQ(c.n, l.direct) << "one direct launch per rank";
   EXPECT_EQ(0, l.mailbox) << "no byte through the mailbox slots";
   const size_t largest = std::max(inElems(c), outElems(c)) * 4;
   if (largest >= (1u << 20)) {
-    EXPECT_GE(l.minGrid, 16u) << "at least 16 blocks per rank from 1 MiB";
+    EXPECT_GE(l.minDirectGrid, 16u) << "at least 16 blocks per rank from 1 MiB";
   }
   EXPECT_EQ(0ull, fakeCudaPayloadBytes(2, 0) + fakeCudaPayloadBytes(2, 1)) << "payload bytes in host memory";
   EXPECT_EQ(0ull, fakeCudaPayloadBytes(1, 0) + fakeCudaPayloadBytes(1, 1)) << "payload bytes in imported memory";
@@ -241,7 +225,7 @@ TEST(DirectKinds, MismatchedBroadcastRootsFailOnBothRanks) {
   unsetenv("NCCL_DEBUG_FILE");
   ncclResetDebugInit();
   ASSERT_TRUE(ok) << error;
-  EXPECT_GE(launchesSinceReset().direct, 2);
+  EXPECT_GE(kernelLaunchesSinceReset().direct, 2);
   for (int r = 0; r < 2; r++) EXPECT_EQ(ncclInvalidUsage, async[r]) << "rank " << r << "\n" << text;
   EXPECT_NE(std::string::npos, text.find("mismatched calls: rank")) << text;
   EXPECT_NE(std::string::npos, text.find("root 1")) << text;
@@ -281,7 +265,7 @@ TEST(DirectKinds, OneThreadDrivesTwoRanksAllGatherInOneLaunch) {
     d->memFree(in[r]);
     d->memFree(out[r]);
   }
-  EXPECT_EQ(2, launchesSinceReset().direct) << "one launch per group, both ranks in it";
+  EXPECT_EQ(2, kernelLaunchesSinceReset().direct) << "one launch per group, both ranks in it";
   for (auto c : comms) EXPECT_EQ(ncclSuccess, ncclCommDestroy(c));
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 #include "common/rank_runner.h"
 #include "common/text_file.h"
+#include "cuda/direct_launch_log.h"
 #include "cuda/test_driver.h"
 #include "fake_cuda/fake_cuda_test_api.h"
 #include "nccl.h"
@@ -52,23 +53,6 @@ std::string check(const std::vector<float>& out, int n, int round) {
   return "";
 }
 
-struct Launches {
-  int direct = 0, mailbox = 0;
-  unsigned minGrid = ~0u;
-};
-Launches launchesSinceReset() {
-  Launches l;
-  FakeCudaLaunch f;
-  for (unsigned long long i = 0; fakeCudaLaunchAt(i, &f) == 0; i++) {
-    if (std::strncmp(f.kernel, "accl_direct_", 12) == 0) {
-      l.direct++;
-      l.minGrid = std::min(l.minGrid, f.grid[0]);
-    } else if (std::strncmp(f.kernel, "accl_coll_", 10) == 0) {
-      l.mailbox++;
-    }
-  }
-  return l;
-}
 
 // n thread ranks on device 0 all-reduce `count` floats (in place or not); every rank checks
 // its output against the reference.
@@ -104,12 +88,12 @@ void allReduceOnOneDevice(int n, size_t count, bool inPlace) {
       &error);
   ASSERT_TRUE(ok) << error;
   for (int r = 0; r < n; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
-  const Launches l = launchesSinceReset();
+  const KernelLaunches l = kernelLaunchesSinceReset();
   EXPECT_EQ(n, l.direct) << "one direct launch per rank";
   EXPECT_EQ(0, l.mailbox) << "no byte through the mailbox slots";
   const size_t bytes = count * 4;
   if (bytes >= (1u << 20)) {
-    EXPECT_GE(l.minGrid, 16u) << "at least 16 blocks per rank from 1 MiB";
+    EXPECT_GE(l.minDirectGrid, 16u) << "at least 16 blocks per rank from 1 MiB";
   }
   EXPECT_EQ(0ull, fakeCudaPayloadBytes(2, 0) + fakeCudaPayloadBytes(2, 1)) << "payload bytes in host memory";
   EXPECT_EQ(0ull, fakeCudaPayloadBytes(1, 0) + fakeCudaPayloadBytes(1, 1)) << "payload bytes in imported memory";
@@ -166,7 +150,7 @@ TEST(DirectPath, MismatchedCountFailsOnBothRanksWithoutTouchingTheOthersBuffer) 
   unsetenv("NCCL_DEBUG_FILE");
   ncclResetDebugInit();
   ASSERT_TRUE(ok) << error;
-  EXPECT_GE(launchesSinceReset().direct, 2);
+  EXPECT_GE(kernelLaunchesSinceReset().direct, 2);
   for (int r = 0; r < 2; r++) {
     EXPECT_EQ(CUDA_SUCCESS, synced[r]) << "rank " << r << ": the kernel faulted (a read past a buffer?)";
     EXPECT_EQ(ncclInvalidUsage, async[r]) << "rank " << r << "\n" << text;
@@ -206,7 +190,7 @@ TEST(DirectPath, AbortEndsAKernelWaitingForAPeer) {
   EXPECT_EQ(CUDA_SUCCESS, d->streamSynchronize(s)) << "the aborted kernel did not end";
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
   EXPECT_EQ(ncclSuccess, ncclCommAbort(comms[1]));
-  EXPECT_EQ(1, launchesSinceReset().direct);
+  EXPECT_EQ(1, kernelLaunchesSinceReset().direct);
   d->memFree(b);
   d->streamDestroy(s);
 }
@@ -256,7 +240,7 @@ TEST(DirectPath, CapturedAllReduceReplaysExactlyTwice) {
       &error);
   ASSERT_TRUE(ok) << error;
   for (int r = 0; r < n; r++) EXPECT_TRUE(problems[r].empty()) << "rank " << r << ": " << problems[r];
-  EXPECT_EQ(n, launchesSinceReset().direct) << "captured once per rank";
+  EXPECT_EQ(n, kernelLaunchesSinceReset().direct) << "captured once per rank";
 }
 
 }  // namespace
@@ -295,7 +279,7 @@ TEST(DirectPath, OneThreadDrivesTwoRanksInOneGroupInOneLaunch) {
     EXPECT_EQ(8.0, v[count - 1]) << "rank " << r;
     d->memFree(buf[r]);
   }
-  EXPECT_EQ(3, launchesSinceReset().direct) << "one launch per group, both ranks in it";
+  EXPECT_EQ(3, kernelLaunchesSinceReset().direct) << "one launch per group, both ranks in it";
   for (auto c : comms) EXPECT_EQ(ncclSuccess, ncclCommDestroy(c));
 }
 
