@@ -14,6 +14,7 @@
 #include "sched/call_stamp.h"
 #include "sched/pairs_fast_path.h"
 #include "sched/group.h"
+#include "sched/op.h"
 
 using namespace accl;
 
@@ -32,9 +33,6 @@ struct Call {
   cudaStream_t stream;
 };
 
-bool hasReduction(OpKind k) {
-  return k == OpKind::AllReduce || k == OpKind::Reduce || k == OpKind::ReduceScatter;
-}
 bool hasRoot(OpKind k) {
   return k == OpKind::Broadcast || k == OpKind::Reduce || k == OpKind::Gather || k == OpKind::Scatter;
 }
@@ -127,7 +125,7 @@ void runVoidCall(const Call& c, const std::shared_ptr<Comm>& comm, RefusedArg ar
   op.kind = c.kind;
   op.count = c.count;
   op.type = c.type >= 0 && c.type < ncclNumTypes ? static_cast<ncclDataType_t>(c.type) : ncclInt8;
-  if (hasReduction(c.kind) && c.op >= 0 && c.op < ncclNumOps && c.op != ncclAvg)
+  if (opReduces(c.kind) && c.op >= 0 && c.op < ncclNumOps && c.op != ncclAvg)
     op.red = static_cast<dev::RedKind>(c.op);
   op.root = c.root;
   op.comm = comm;
@@ -202,7 +200,7 @@ ncclResult_t record(const Call& c) {
   op.type = type;
   (c.kind == OpKind::Send || c.kind == OpKind::Recv ? op.peer : op.root) = c.root;  // the call's root-or-peer
   op.stream = stream;
-  if (hasReduction(c.kind)) {
+  if (opReduces(c.kind)) {
     if (c.op < 0) {
       return refuse(c, comm, RefusedArg::Op, "%s: op = %d is not a valid ncclRedOp_t", c.fn, c.op);
     }

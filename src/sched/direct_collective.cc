@@ -32,8 +32,6 @@ std::optional<kern::DirectKind> directKindOf(OpKind k) {
   }
 }
 
-bool reducesData(OpKind k) { return k == OpKind::AllReduce || k == OpKind::ReduceScatter || k == OpKind::Reduce; }
-
 // The call's largest buffer: what nccl-tests calls its size, the same on every rank of a
 // matched call (all-gather's output, reduce-scatter's input: nranks x count).
 size_t callBytes(const OpDesc& op) {
@@ -47,7 +45,7 @@ size_t callBytes(const OpDesc& op) {
 bool sameShape(const OpDesc& x, const OpDesc& y) {
   return x.kind == y.kind && x.count == y.count && x.type == y.type && x.root == y.root && x.avg == y.avg &&
          x.preMul == y.preMul &&
-         (!reducesData(x.kind) || x.red == y.red) && x.comm->nranks == y.comm->nranks;
+         (!opReduces(x.kind) || x.red == y.red) && x.comm->nranks == y.comm->nranks;
 }
 
 }  // namespace
@@ -89,7 +87,7 @@ ncclResult_t launchDirectOps(const std::vector<OpDesc*>& ops, const dev::StreamR
   a.kind = static_cast<uint8_t>(*directKindOf(lead.kind));
   a.type = static_cast<uint8_t>(lead.type);
   // The kinds that copy run the sum kernel of their type (their op argument means nothing).
-  const dev::RedKind red = reducesData(lead.kind) ? lead.red : dev::RedKind::Sum;
+  const dev::RedKind red = opReduces(lead.kind) ? lead.red : dev::RedKind::Sum;
   a.red = static_cast<uint8_t>(red);
   for (int r = 0; r < c0.nranks; r++) a.mailbox[r] = common.mailbox[r];
   a.abortFlag = common.abortFlag;

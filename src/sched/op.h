@@ -13,6 +13,10 @@ namespace accl {
 
 enum class OpKind { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AlltoAll, Gather, Scatter, Send, Recv };
 const char* opKindName(OpKind k);
+// The kinds that fold their inputs with a reduction operator (and so take `op`, PreMulSum, avg).
+constexpr bool opReduces(OpKind k) {
+  return k == OpKind::AllReduce || k == OpKind::Reduce || k == OpKind::ReduceScatter;
+}
 // "AllReduce(1000 x float32, sum)", "Broadcast(8 x int32, root 2)", "Send(4 x float32, peer 1)":
 // how logs and mismatch errors name a call.
 std::string describeCall(OpKind kind, size_t count, ncclDataType_t type, dev::RedKind red, bool avg, bool preMul,

@@ -20,10 +20,6 @@ size_t pieceBytes(const Comm& c) {
   return std::max<size_t>(piece, 64);
 }
 
-bool isReduction(OpKind k) {
-  return k == OpKind::AllReduce || k == OpKind::Reduce || k == OpKind::ReduceScatter;
-}
-
 // Elements of input this rank contributes, and elements of output it receives.
 size_t inputElems(const OpDesc& op, int n) {
   return op.kind == OpKind::ReduceScatter || op.kind == OpKind::Scatter || op.kind == OpKind::AlltoAll
@@ -62,7 +58,7 @@ ncclResult_t addAlgorithm(Lane& lane, CommWork& w, const OpDesc& op, const CollA
   Algo algo = chooseAlgo(c.algoPolicy, op.kind, bytes, c.nranks, hostBoard ? c.board.capacity : 0,
                          hostBoard && c.board.peersReadable, &shape, &why);
   // ShmDirect and AllPairs fold in rank order already ((x0 op x1) op x2 ..., the same on every rank).
-  const bool rankOrder = isReduction(op.kind) && c.deterministic.load(std::memory_order_relaxed) &&
+  const bool rankOrder = opReduces(op.kind) && c.deterministic.load(std::memory_order_relaxed) &&
                          algo != Algo::ShmDirect && algo != Algo::AllPairs;
   const bool readInPlace =
       algo == Algo::ShmDirect && useShmRead(op.kind, bytes, c.nranks, hostBoard && c.board.peersReadable);
@@ -113,7 +109,7 @@ ncclResult_t addCollective(Lane& lane, CommWork& w, OpDesc& op) {
   CollArgs a = collArgsOf(op, c);
   lane.stampNext(op.stamp.magic ? &op.stamp : nullptr);
 
-  if (op.preMul && isReduction(op.kind)) {
+  if (op.preMul && opReduces(op.kind)) {
     auto pre = std::make_unique<StepList>();
     size_t inBytes = inputElems(op, n) * esize;
     w.scratch.emplace_back();
@@ -332,7 +328,7 @@ bool streamsOutput(const OpDesc& op, int nranks) {
   const size_t esize = dev::typeSize(op.type);
   const size_t outBytes = outputElems(op, nranks) * esize;
   if (outBytes < static_cast<size_t>(param::streamOutputBytes())) return false;
-  if (!isReduction(op.kind)) return true;
+  if (!opReduces(op.kind)) return true;
   const auto in = reinterpret_cast<uintptr_t>(op.sendbuff), out = reinterpret_cast<uintptr_t>(op.recvbuff);
   const bool overlap = in < out + outBytes && out < in + inputElems(op, nranks) * esize;
   return !overlap;
