@@ -53,6 +53,10 @@ class RecvChannel {
   virtual ~RecvChannel() = default;
   // Contiguous readable bytes at the head; *avail == 0 means nothing yet.
   virtual ncclResult_t peek(const void** buf, size_t* avail) = 0;
+  // peek for a reader that only looks in passing (the network proxy looking for a notice while
+  // no call needs this peer): a peer that closed the connection is ncclRemoteError with no log
+  // line, since a peer that left after its last call is no error until its data is wanted.
+  virtual ncclResult_t peekQuietly(const void** buf, size_t* avail) { return peek(buf, avail); }
   // Frees n bytes at the head for the sender.
   virtual void release(size_t n) = 0;
   virtual ncclResult_t progress() { return ncclSuccess; }

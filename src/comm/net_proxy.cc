@@ -249,7 +249,7 @@ void NetProxy::takeNotice(Peer& p) {
   RecvChannel* ch = p.conn->recv();
   const void* buf = nullptr;
   size_t avail = 0;
-  if (ch->progress() != ncclSuccess || ch->peek(&buf, &avail) != ncclSuccess || avail < sizeof(Frame)) return;
+  if (ch->progress() != ncclSuccess || ch->peekQuietly(&buf, &avail) != ncclSuccess || avail < sizeof(Frame)) return;
   Frame f;
   std::memcpy(&f, buf, sizeof(f));
   if (f.magic != kNoticeMagic || f.bytes != 0) return;
@@ -275,7 +275,7 @@ void NetProxy::announceCall(Peer& p, uint64_t word, const kern::KStamp& call) {
   if (!waits) return;
   const void* buf = nullptr;
   size_t avail = 0;
-  if (p.conn->recv()->peek(&buf, &avail) != ncclSuccess || avail > 0) return;
+  if (p.conn->recv()->peekQuietly(&buf, &avail) != ncclSuccess || avail > 0) return;
   p.announced = word;
   p.sending = true;
   p.notice = true;

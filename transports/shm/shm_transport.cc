@@ -141,7 +141,9 @@ class ShmRecv final : public RecvChannel {
   ShmRecv(RingHeader* ring, const char* data, size_t cap, const SegmentHeader* peer, int peerRank)
       : ring_(ring), data_(data), cap_(cap), peer_(peer), peerBell_(const_cast<Doorbell*>(&peer->bell)),
         peerRank_(peerRank), head_(ring->head.load(std::memory_order_relaxed)) {}
-  ncclResult_t peek(const void** buf, size_t* avail) override {
+  ncclResult_t peek(const void** buf, size_t* avail) override { return peekAt(buf, avail, true); }
+  ncclResult_t peekQuietly(const void** buf, size_t* avail) override { return peekAt(buf, avail, false); }
+  ncclResult_t peekAt(const void** buf, size_t* avail, bool warnOnClose) {
     uint64_t tail = ring_->tail.load(std::memory_order_acquire);
     size_t ready = tail - head_;
     size_t off = head_ & (cap_ - 1);
@@ -153,6 +155,7 @@ class ShmRecv final : public RecvChannel {
     ready = ring_->tail.load(std::memory_order_acquire) - head_;
     *avail = ready < cap_ - off ? ready : cap_ - off;
     if (*avail > 0) return ncclSuccess;
+    if (!warnOnClose) return ncclRemoteError;
     return checkPeerLeft(*ring_, *peer_, peerRank_, "from");
   }
   void release(size_t n) override {

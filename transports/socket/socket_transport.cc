@@ -48,12 +48,14 @@ class SocketSend final : public SendChannel {
 class SocketRecv final : public RecvChannel {
  public:
   explicit SocketRecv(StripedConnection* conn) : conn_(conn) {}
-  ncclResult_t peek(const void** buf, size_t* avail) override;
+  ncclResult_t peek(const void** buf, size_t* avail) override { return peekAt(buf, avail, true); }
+  ncclResult_t peekQuietly(const void** buf, size_t* avail) override { return peekAt(buf, avail, false); }
   void release(size_t n) override;
   ncclResult_t progress() override;
   uint64_t position() const override;
 
  private:
+  ncclResult_t peekAt(const void** buf, size_t* avail, bool warnOnClose);
   StripedConnection* conn_;
 };
 
@@ -252,7 +254,7 @@ bool SocketSend::pendingLocal() const {
 
 uint64_t SocketSend::position() const { return conn_->link().out.ring.tail.load(std::memory_order_relaxed); }
 
-ncclResult_t SocketRecv::peek(const void** buf, size_t* avail) {
+ncclResult_t SocketRecv::peekAt(const void** buf, size_t* avail, bool warnOnClose) {
   SocketLink& link = conn_->link();
   StagingRing& ring = link.in.ring;
   uint64_t head = ring.head.load(std::memory_order_relaxed);
@@ -270,6 +272,7 @@ ncclResult_t SocketRecv::peek(const void** buf, size_t* avail) {
   if (*avail == 0) {
     NCCLCHECK(conn_->failure());
     if (link.blockedOnEof(head)) {
+      if (!warnOnClose) return ncclRemoteError;
       WARN("rank %d: socket connection from %s closed before the expected data arrived (it destroyed its "
            "communicator, exited, died or aborted)",
            link.peer.myRank, link.peer.describe().c_str());
