@@ -13,6 +13,7 @@
 #include "device/backend.h"
 #include "net/socket.h"
 #include "coll/algo_policy.h"
+#include "coll/proto_policy.h"
 #include "topo/cpu_mask.h"
 #include "topo/nic_choice.h"
 #include "topo/rank_layout.h"
@@ -74,6 +75,7 @@ class Comm {
   size_t ringBytes = 1 << 20;  // capacity of each channel direction
   size_t pieceBytes = 128 << 10;  // pipelining piece of the ring algorithms (src/comm/init.cc)
   AlgoPolicy algoPolicy;
+  ProtoPolicy protoPolicy;  // NCCL_PROTO: LL or Simple on the device path (sched/ll_collective.h)
   // Reductions fold in rank order (src/coll/rank_order_reduce.cc): ACCL_DETERMINISTIC at
   // init, ncclCommSetDeterministic later; read when a group is planned.
   std::atomic<bool> deterministic{false};

@@ -83,6 +83,7 @@ ncclResult_t initComm(Comm* c, const ncclUniqueId& id, int nranks, int rank) {
   c->rank = rank;
   c->nranks = nranks;
   NCCLCHECK(parseAlgoPolicy(param::algo(), &c->algoPolicy));
+  NCCLCHECK(parseProtoPolicy(param::proto(), &c->protoPolicy));
   c->deterministic.store(param::deterministic() != 0);
   // The interface first: a NCCL_SOCKET_IFNAME that matches nothing fails here, at once,
   // naming the interfaces that exist, rather than later in the rendezvous.
