@@ -109,13 +109,31 @@ struct MailboxHeader {
   // Ranks of a launch that carries several (LaunchDone::ranks > 1) whose last block has ended,
   // counted in the lead rank's header; the last of them sets it back to 0.
   uint64_t ranksEnded;
+  // --- The LL path (kernels/ll_kernel.h): LL calls this rank's kernels have finished (the
+  // next one's number gives its lines' flag and its region). Grows; zeroStreams clears it.
+  uint64_t llCalls;
 };
 constexpr size_t kMailboxHeaderBytes = 8192;
 static_assert(sizeof(MailboxHeader) <= kMailboxHeaderBytes, "mailbox header");
 
-constexpr size_t mailboxBytes(int nranks) {
+// The LL path (kernels/ll_kernel.h): calls whose largest buffer is at most kLlMaxBytes go in one
+// pass of 16-byte lines, each [4 data bytes | flag | 4 data bytes | flag], written with one
+// store and polled by the receiver. Every (receiver, sender) pair has two regions in the
+// receiver's mailbox, after the slots, used by calls of alternate parity; a region holds
+// kLlHeaderLines lines saying what the sender's call is, then the data (8 bytes a line).
+constexpr size_t kLlMaxBytes = 64 << 10;
+constexpr int kLlHeaderLines = 4;
+constexpr size_t kLlLineBytes = 16;
+constexpr size_t kLlRegionBytes = (kLlHeaderLines + kLlMaxBytes / 8) * kLlLineBytes;
+
+constexpr size_t slotsEnd(int nranks) {
   return kMailboxHeaderBytes + static_cast<size_t>(nranks) * kChannels * kSlots * kChunkBytes;
 }
+constexpr size_t llOffset(int nranks, int sender, uint64_t call) {
+  return slotsEnd(nranks) + (static_cast<size_t>(sender) * 2 + call % 2) * kLlRegionBytes;
+}
+constexpr size_t llRegionsBytes(int nranks) { return static_cast<size_t>(nranks) * 2 * kLlRegionBytes; }
+constexpr size_t mailboxBytes(int nranks) { return slotsEnd(nranks) + llRegionsBytes(nranks); }
 constexpr size_t slotOffset(int src, int ch, uint64_t chunk) {
   return kMailboxHeaderBytes + ((static_cast<size_t>(src) * kChannels + ch) * kSlots + chunk % kSlots) * kChunkBytes;
 }

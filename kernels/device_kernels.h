@@ -112,3 +112,6 @@ ACCL_KERNEL_NAMED(accl_wait_flag, (const unsigned long long* flag, unsigned long
 
 // The direct kernel (ranks of one process that reach each other's buffers): one launch per call.
 #include "direct_kernel.h"
+
+// The LL kernel (calls up to 64 KiB among ranks that reach each other's mailboxes): one pass.
+#include "ll_kernel.h"

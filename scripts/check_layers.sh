@@ -42,7 +42,7 @@ awk -v layers="$layers" '
     if (first in rank) to = first
     else if (inc == "device.h" || inc == "portable.h" || inc == "device_kernels.h" || inc == "collective_args.h" ||
              inc == "collective_kernel.h" || inc == "staged_args.h" || inc == "staged_kernel.h" ||
-             inc == "direct_args.h" || inc == "direct_kernel.h" ||
+             inc == "direct_args.h" || inc == "direct_kernel.h" || inc == "ll_kernel.h" ||
              first == "host" || first == "emulated") to = "kernels"
     else {
       dir = file; sub(/\/[^\/]*$/, "", dir)

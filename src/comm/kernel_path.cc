@@ -265,6 +265,15 @@ bool KernelPath::allRanksInProcess() const {
   return true;
 }
 
+bool KernelPath::allMailboxesReachable() const {
+  for (int r = 0; r < nranks_; r++)
+    for (int p = 0; p < nranks_; p++)
+      if (viaNet_[r][p]) return false;
+  for (int r = 0; r < nranks_; r++)
+    if (base_[r] == nullptr) return false;
+  return true;
+}
+
 void KernelPath::fillRank(kern::CollKernelArgs* a) const {
   // Another rank of this process (whose fillCommon made the table) may reach through its proxy
   // a peer whose mailbox this rank uses, or this rank itself.

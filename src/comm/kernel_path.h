@@ -70,6 +70,10 @@ class KernelPath {
   // other's device memory: the direct path's condition (sched/direct_collective.h), the same on
   // every rank.
   bool allRanksInProcess() const;
+  // Whether every pair of ranks reaches each other's mailbox (threads or processes of one
+  // node, no network proxy): the LL path's condition (sched/ll_collective.h), the same on every
+  // rank (viaNet_ is the whole communicator's).
+  bool allMailboxesReachable() const;
   // The part of every launch's arguments that is the same for every call.
   void fillCommon(kern::CollKernelArgs* a) const;
   // What a launch carrying this rank's tasks needs of this rank (its mailbox and proxy box).

@@ -133,6 +133,9 @@ ncclResult_t KernelPath::zeroStreams() {
   NCCLCHECK(backend_->fillDevice(own, 0, offsetof(MailboxHeader, closedBy)));
   NCCLCHECK(backend_->fillDevice(own + offsetof(MailboxHeader, stamps), 0,
                                  sizeof(MailboxHeader) - offsetof(MailboxHeader, stamps)));
+  // The LL regions (kernels/ll_kernel.h): a line of an earlier call could carry the flag of a
+  // call numbered from 0 again.
+  NCCLCHECK(backend_->fillDevice(own + kern::slotsEnd(nranks_), 0, kern::llRegionsBytes(nranks_)));
   if (proxyBox_.get()) std::memset(proxyBox_.get(), 0, sizeof(kern::ProxyHeader));
   for (int w = 0; w < kern::kReportWords; w++) __atomic_store_n(&abortHost_[1 + w], 0, __ATOMIC_RELAXED);
   return ncclSuccess;

@@ -177,6 +177,13 @@ class Backend {
     (void)s, (void)type, (void)op, (void)args;
     return ncclInvalidUsage;
   }
+  // Queues one launch of the LL kernel (kernels/ll_kernel.h): args.entries blocks of `threads`
+  // on s, at call time.
+  virtual ncclResult_t launchLl(const StreamRef& s, ncclDataType_t type, RedKind op, const kern::DirectArgs& args,
+                                unsigned threads) {
+    (void)s, (void)type, (void)op, (void)args, (void)threads;
+    return ncclInvalidUsage;
+  }
   // Queues one launch of the staged kernel (kernels/staged_kernel.h, one block) on s, from the
   // calling thread, at call time: the collectives of communicators the collective kernel
   // cannot serve.

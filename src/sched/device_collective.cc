@@ -13,6 +13,7 @@
 #include "sched/call_stamp.h"
 #include "sched/device_grid.h"
 #include "sched/direct_collective.h"
+#include "sched/ll_collective.h"
 
 namespace accl {
 namespace {
@@ -412,15 +413,23 @@ ncclResult_t launchKernelOps(std::vector<std::unique_ptr<OpDesc>> ops, std::func
   for (const RankOps& r : ranks) launches = std::max(launches, r.colls.size());
   for (size_t j = 0; j < launches; j++) {
     // Collectives on each other's buffers in place (sched/direct_collective.h) take their own launch.
-    std::vector<OpDesc*> direct;
-    for (RankOps& r : ranks)
-      if (j < r.colls.size() && directEligible(*r.colls[j], *r.comm->kernelPath)) direct.push_back(r.colls[j]);
+    // Small ones go in one pass of flagged lines through the mailboxes (sched/ll_collective.h).
+    std::vector<OpDesc*> direct, ll;
+    for (RankOps& r : ranks) {
+      if (j >= r.colls.size()) continue;
+      if (directEligible(*r.colls[j], *r.comm->kernelPath)) direct.push_back(r.colls[j]);
+      else if (llEligible(*r.colls[j], *r.comm->kernelPath)) ll.push_back(r.colls[j]);
+    }
     for (OpDesc* op : direct) toKernelAddresses(backend, op);
+    for (OpDesc* op : ll) toKernelAddresses(backend, op);
     if (!direct.empty()) NCCLCHECK(launchDirectOps(direct, first, counted && !capturing));
+    if (!ll.empty()) NCCLCHECK(launchLlOps(ll, first, counted && !capturing));
     LaunchDraft d(*c0.kernelPath);
     const OpDesc* lead = nullptr;
     for (RankOps& r : ranks) {
-      if (j >= r.colls.size() || std::find(direct.begin(), direct.end(), r.colls[j]) != direct.end()) continue;
+      if (j >= r.colls.size() || std::find(direct.begin(), direct.end(), r.colls[j]) != direct.end() ||
+          std::find(ll.begin(), ll.end(), r.colls[j]) != ll.end())
+        continue;
       OpDesc* op = r.colls[j];
       if (op->kind == OpKind::AlltoAll) NCCLCHECK(stageAlltoAll(op, *r.comm->kernelPath, backend, first, capturing));
       toKernelAddresses(backend, op);

@@ -21,6 +21,16 @@ constexpr int kDirectMaxBlocks = 64;
 // One block per this many bytes, up to the cap: >= 16 blocks per rank from 1 MiB.
 constexpr size_t kDirectBytesPerBlock = 64 << 10;
 
+// The same call shape on every rank a launch carries (one thread queued them in one group):
+// the launch tells them one count, type, op and root.
+bool sameShape(const OpDesc& x, const OpDesc& y) {
+  return x.kind == y.kind && x.count == y.count && x.type == y.type && x.root == y.root && x.avg == y.avg &&
+         x.preMul == y.preMul &&
+         (!opReduces(x.kind) || x.red == y.red) && x.comm->nranks == y.comm->nranks;
+}
+
+}  // namespace
+
 std::optional<kern::DirectKind> directKindOf(OpKind k) {
   switch (k) {
     case OpKind::AllReduce: return kern::DirectKind::AllReduce;
@@ -32,23 +42,11 @@ std::optional<kern::DirectKind> directKindOf(OpKind k) {
   }
 }
 
-// The call's largest buffer: what nccl-tests calls its size, the same on every rank of a
-// matched call (all-gather's output, reduce-scatter's input: nranks x count).
 size_t callBytes(const OpDesc& op) {
   const size_t bytes = op.count * dev::typeSize(op.type);
   const bool whole = op.kind == OpKind::AllGather || op.kind == OpKind::ReduceScatter;
   return whole ? bytes * static_cast<size_t>(op.comm->nranks) : bytes;
 }
-
-// The same call shape on every rank a launch carries (one thread queued them in one group):
-// the launch tells them one count, type, op and root.
-bool sameShape(const OpDesc& x, const OpDesc& y) {
-  return x.kind == y.kind && x.count == y.count && x.type == y.type && x.root == y.root && x.avg == y.avg &&
-         x.preMul == y.preMul &&
-         (!opReduces(x.kind) || x.red == y.red) && x.comm->nranks == y.comm->nranks;
-}
-
-}  // namespace
 
 int directBlocksPerRank(OpKind kind, size_t bytes, int nranks, int resident) {
   const int total = resident > 0 ? std::min(resident, kDirectMaxBlocks) : kDirectMaxBlocks;
@@ -70,25 +68,23 @@ bool directEligible(const OpDesc& op, const KernelPath& kp) {
   return callBytes(op) >= kDirectMinBytes && kp.allRanksInProcess();
 }
 
-ncclResult_t launchDirectOps(const std::vector<OpDesc*>& ops, const dev::StreamRef& stream, bool count) {
+ncclResult_t buildDirectArgs(const std::vector<OpDesc*>& ops, kern::DirectArgs* out) {
   const OpDesc& lead = *ops.front();
   Comm& c0 = *lead.comm;
-  dev::Backend& backend = *c0.backend;
   kern::CollKernelArgs common;  // the mailboxes, abort word, report and timeout, as the mailbox path has them
   c0.kernelPath->fillCommon(&common);
-  kern::DirectArgs a;
+  kern::DirectArgs& a = *out;
   std::memset(&a, 0, sizeof(a));
   a.nranks = c0.nranks;
   a.entries = static_cast<int32_t>(ops.size());
-  a.blocksPerRank = directBlocksPerRank(lead.kind, callBytes(lead), c0.nranks, backend.residentCollectiveBlocks());
+  a.blocksPerRank = 1;
   a.divisor = lead.avg ? static_cast<uint32_t>(c0.nranks) : 1;
   a.count = lead.count;
   a.root = lead.root;
   a.kind = static_cast<uint8_t>(*directKindOf(lead.kind));
   a.type = static_cast<uint8_t>(lead.type);
   // The kinds that copy run the sum kernel of their type (their op argument means nothing).
-  const dev::RedKind red = opReduces(lead.kind) ? lead.red : dev::RedKind::Sum;
-  a.red = static_cast<uint8_t>(red);
+  a.red = static_cast<uint8_t>(opReduces(lead.kind) ? lead.red : dev::RedKind::Sum);
   for (int r = 0; r < c0.nranks; r++) a.mailbox[r] = common.mailbox[r];
   a.abortFlag = common.abortFlag;
   a.timeoutNs = common.timeoutNs;
@@ -114,11 +110,21 @@ ncclResult_t launchDirectOps(const std::vector<OpDesc*>& ops, const dev::StreamR
       return ncclInvalidUsage;
     }
   }
+  return ncclSuccess;
+}
+
+ncclResult_t launchDirectOps(const std::vector<OpDesc*>& ops, const dev::StreamRef& stream, bool count) {
+  const OpDesc& lead = *ops.front();
+  Comm& c0 = *lead.comm;
+  dev::Backend& backend = *c0.backend;
+  kern::DirectArgs a;
+  NCCLCHECK(buildDirectArgs(ops, &a));
+  a.blocksPerRank = directBlocksPerRank(lead.kind, callBytes(lead), c0.nranks, backend.residentCollectiveBlocks());
   if (count)
     for (const OpDesc* op : ops) op->comm->kernelPath->countLaunch(&a.done, false);
   ACCL_TRACE(kSubsysColl, "%s: direct path, %d rank(s) here, %d blocks each", lead.describe().c_str(), a.entries,
         a.blocksPerRank);
-  return backend.launchDirect(stream, lead.type, red, a);
+  return backend.launchDirect(stream, lead.type, static_cast<dev::RedKind>(a.red), a);
 }
 
 }  // namespace accl

@@ -230,20 +230,29 @@ TEST(DeviceGrid, OneMiBAllReduceOnTwoThreadRanksRunsOnAtLeast16BlocksPerRank) {
   largeAllReduceSpreadsOverBlocks(2, 1 << 20);
 }
 
-TEST(DeviceGrid, TinyAllReduceIsOneSmallBlockPerTaskAndOnlyTheLaunchIsQueued) {
+// 8 bytes: the LL kernel, one block of at most 128 threads per rank; with NCCL_PROTO=Simple
+// (read at each init) the mailbox kernel's one-shot, a send to every peer and one fold, one
+// block each. Nothing but the launch is queued either way.
+TEST(DeviceGrid, TinyAllReduceIsOneSmallLaunchPerRankAndOnlyTheLaunchIsQueued) {
   REQUIRE_FAKE(d);
-  for (int n : {2, 4}) {
-    Queued q;
-    auto out = allReduceOnThreadRanks(*d, n, ncclFloat32, ncclSum, 2, 4, 3, [&](int r) { return floatInput(r, 2); }, &q);
-    ASSERT_EQ(static_cast<unsigned long long>(n), q.launches) << n << " ranks";
-    EXPECT_EQ(0u, q.memsets) << n << " ranks: no memset per call in the steady state";
-    for (const FakeCudaLaunch& l : q.launch) {
-      // One-shot: a send to every peer and one fold, one block each.
-      EXPECT_EQ(static_cast<unsigned>(n), l.grid[0]) << n << " ranks " << l.kernel;
-      EXPECT_LE(l.block[0], 128u) << n << " ranks " << l.kernel;
+  for (const bool simple : {false, true}) {
+    if (simple) setenv("NCCL_PROTO", "Simple", 1);
+    for (int n : {2, 4}) {
+      SCOPED_TRACE(std::string(simple ? "NCCL_PROTO=Simple, " : "") + std::to_string(n) + " ranks");
+      Queued q;
+      auto out =
+          allReduceOnThreadRanks(*d, n, ncclFloat32, ncclSum, 2, 4, 3, [&](int r) { return floatInput(r, 2); }, &q);
+      ASSERT_EQ(static_cast<unsigned long long>(n), q.launches);
+      EXPECT_EQ(0u, q.memsets) << "no memset per call in the steady state";
+      for (const FakeCudaLaunch& l : q.launch) {
+        EXPECT_EQ(simple ? "accl_coll_float32_sum" : "accl_ll_float32_sum", std::string(l.kernel));
+        EXPECT_EQ(simple ? static_cast<unsigned>(n) : 1u, l.grid[0]) << l.kernel;
+        EXPECT_LE(l.block[0], 128u) << l.kernel;
+      }
+      expectFloatSums(out, n, 2);
     }
-    expectFloatSums(out, n, 2);
   }
+  unsetenv("NCCL_PROTO");
 }
 
 // Every type and op on 2 ranks at a size where several blocks split each chunk: 16-byte packs

@@ -12,6 +12,10 @@ KernelLaunches kernelLaunchesSinceReset() {
     if (std::strncmp(f.kernel, "accl_direct_", 12) == 0) {
       l.direct++;
       l.minDirectGrid = std::min(l.minDirectGrid, f.grid[0]);
+    } else if (std::strncmp(f.kernel, "accl_ll_", 8) == 0) {
+      l.ll++;
+      l.maxLlGrid = std::max(l.maxLlGrid, f.grid[0]);
+      l.maxLlBlock = std::max(l.maxLlBlock, f.block[0]);
     } else if (std::strncmp(f.kernel, "accl_coll_", 10) == 0) {
       l.mailbox++;
     }

@@ -393,6 +393,24 @@ class CudaBackend final : public Backend {
     return ncclSuccess;
   }
 
+  ncclResult_t launchLl(const StreamRef& s, ncclDataType_t type, RedKind op, const kern::DirectArgs& args,
+                        unsigned threads) override {
+    ContextScope scope(api_, dev_.context());
+    const std::string name = kernelName("accl_ll_", type) + "_" + redName(op);
+    CUfunction fn = dev_.kernel(name);
+    if (fn == nullptr) return ncclInternalError;  // WARNed by kernel()
+    kern::DirectArgs a = args;
+    void* params[] = {&a};
+    const unsigned blocks = static_cast<unsigned>(a.entries);
+    CUresult r = api_.launchKernel(fn, blocks, 1, 1, threads, 1, 1, 0, s.handle, params, nullptr);
+    if (r != kSuccess) {
+      WARN("%s backend on device %d: launch of %s (%u blocks of %u threads) on stream %p failed: %s", api_.runtime,
+           dev_.ordinal(), name.c_str(), blocks, threads, static_cast<void*>(s.handle), errorText(api_, r).c_str());
+      return ncclUnhandledCudaError;
+    }
+    return ncclSuccess;
+  }
+
   ncclResult_t launchStaged(const StreamRef& s, const kern::StagedArgs& args) override {
     ContextScope scope(api_, dev_.context());
     CUfunction fn = dev_.kernel("accl_staged");

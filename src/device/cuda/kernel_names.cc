@@ -16,6 +16,7 @@ std::vector<std::string> libraryKernelNames() {
     names.push_back(kernelName("accl_divide_", type));
     for (const char* op : {"_sum", "_prod", "_max", "_min"}) names.push_back(kernelName("accl_coll_", type) + op);
     for (const char* op : {"_sum", "_prod", "_max", "_min"}) names.push_back(kernelName("accl_direct_", type) + op);
+    for (const char* op : {"_sum", "_prod", "_max", "_min"}) names.push_back(kernelName("accl_ll_", type) + op);
   }
   return names;
 }
