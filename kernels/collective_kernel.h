@@ -13,6 +13,7 @@
 #include "block_ops.h"
 #include "collective_args.h"
 #include "host/element_types.h"
+#include "kernel_family.h"
 #include "launch_done.h"
 #include "portable.h"
 
@@ -443,21 +444,4 @@ ACCL_DEV void collective(const CollKernelArgs& a) {
   ACCL_KERNEL_NAMED(accl_coll_##name##_##opname, (accl::kern::CollKernelArgs a)) {                   \
     accl::kern::coll::collective<accl::dev::host::ElementOf<nccltype>::type, accl::dev::host::Op>(a); \
   }
-#define ACCL_COLL_KERNELS(name, nccltype)          \
-  ACCL_COLL_KERNEL(name, nccltype, sum, SumOp)     \
-  ACCL_COLL_KERNEL(name, nccltype, prod, ProdOp)   \
-  ACCL_COLL_KERNEL(name, nccltype, max, MaxOp)     \
-  ACCL_COLL_KERNEL(name, nccltype, min, MinOp)
-
-ACCL_COLL_KERNELS(int8, ncclInt8)
-ACCL_COLL_KERNELS(uint8, ncclUint8)
-ACCL_COLL_KERNELS(int32, ncclInt32)
-ACCL_COLL_KERNELS(uint32, ncclUint32)
-ACCL_COLL_KERNELS(int64, ncclInt64)
-ACCL_COLL_KERNELS(uint64, ncclUint64)
-ACCL_COLL_KERNELS(float16, ncclFloat16)
-ACCL_COLL_KERNELS(float32, ncclFloat32)
-ACCL_COLL_KERNELS(float64, ncclFloat64)
-ACCL_COLL_KERNELS(bfloat16, ncclBfloat16)
-ACCL_COLL_KERNELS(float8e4m3, ncclFloat8e4m3)
-ACCL_COLL_KERNELS(float8e5m2, ncclFloat8e5m2)
+ACCL_EVERY_TYPE_AND_OP(ACCL_COLL_KERNEL)

@@ -15,6 +15,7 @@
 #include "collective_args.h"
 #include "direct_args.h"
 #include "host/element_types.h"
+#include "kernel_family.h"
 #include "launch_done.h"
 #include "portable.h"
 
@@ -401,21 +402,4 @@ ACCL_DEV void run(const DirectArgs& a) {
   ACCL_KERNEL_NAMED(accl_direct_##name##_##opname, (accl::kern::DirectArgs a)) {                    \
     accl::kern::direct::run<accl::dev::host::ElementOf<nccltype>::type, accl::dev::host::Op>(a);    \
   }
-#define ACCL_DIRECT_KERNELS(name, nccltype)          \
-  ACCL_DIRECT_KERNEL(name, nccltype, sum, SumOp)     \
-  ACCL_DIRECT_KERNEL(name, nccltype, prod, ProdOp)   \
-  ACCL_DIRECT_KERNEL(name, nccltype, max, MaxOp)     \
-  ACCL_DIRECT_KERNEL(name, nccltype, min, MinOp)
-
-ACCL_DIRECT_KERNELS(int8, ncclInt8)
-ACCL_DIRECT_KERNELS(uint8, ncclUint8)
-ACCL_DIRECT_KERNELS(int32, ncclInt32)
-ACCL_DIRECT_KERNELS(uint32, ncclUint32)
-ACCL_DIRECT_KERNELS(int64, ncclInt64)
-ACCL_DIRECT_KERNELS(uint64, ncclUint64)
-ACCL_DIRECT_KERNELS(float16, ncclFloat16)
-ACCL_DIRECT_KERNELS(float32, ncclFloat32)
-ACCL_DIRECT_KERNELS(float64, ncclFloat64)
-ACCL_DIRECT_KERNELS(bfloat16, ncclBfloat16)
-ACCL_DIRECT_KERNELS(float8e4m3, ncclFloat8e4m3)
-ACCL_DIRECT_KERNELS(float8e5m2, ncclFloat8e5m2)
+ACCL_EVERY_TYPE_AND_OP(ACCL_DIRECT_KERNEL)

@@ -25,6 +25,7 @@
 #include "direct_args.h"
 #include "direct_kernel.h"
 #include "host/element_types.h"
+#include "kernel_family.h"
 #include "launch_done.h"
 #include "portable.h"
 
@@ -372,21 +373,4 @@ ACCL_DEV void run(const DirectArgs& a) {
   ACCL_KERNEL_NAMED(accl_ll_##name##_##opname, (accl::kern::DirectArgs a)) {                 \
     accl::kern::ll::run<accl::dev::host::ElementOf<nccltype>::type, accl::dev::host::Op>(a); \
   }
-#define ACCL_LL_KERNELS(name, nccltype)      \
-  ACCL_LL_KERNEL(name, nccltype, sum, SumOp)   \
-  ACCL_LL_KERNEL(name, nccltype, prod, ProdOp) \
-  ACCL_LL_KERNEL(name, nccltype, max, MaxOp)   \
-  ACCL_LL_KERNEL(name, nccltype, min, MinOp)
-
-ACCL_LL_KERNELS(int8, ncclInt8)
-ACCL_LL_KERNELS(uint8, ncclUint8)
-ACCL_LL_KERNELS(int32, ncclInt32)
-ACCL_LL_KERNELS(uint32, ncclUint32)
-ACCL_LL_KERNELS(int64, ncclInt64)
-ACCL_LL_KERNELS(uint64, ncclUint64)
-ACCL_LL_KERNELS(float16, ncclFloat16)
-ACCL_LL_KERNELS(float32, ncclFloat32)
-ACCL_LL_KERNELS(float64, ncclFloat64)
-ACCL_LL_KERNELS(bfloat16, ncclBfloat16)
-ACCL_LL_KERNELS(float8e4m3, ncclFloat8e4m3)
-ACCL_LL_KERNELS(float8e5m2, ncclFloat8e5m2)
+ACCL_EVERY_TYPE_AND_OP(ACCL_LL_KERNEL)

@@ -356,52 +356,34 @@ class CudaBackend final : public Backend {
   }
 
   // Queued from the calling thread straight onto the caller's stream (one graph node when the
-  // stream is capturing): nothing is allocated, registered or loaded here.
+  // stream is capturing): nothing is allocated, registered or loaded here. Nothing else is
+  // queued: the collective kernel sets its per-launch counters back itself when it ends
+  // (kernels/collective_args.h), so a call is one queue entry.
   ncclResult_t launchCollective(const StreamRef& s, ncclDataType_t type, RedKind op,
                                 const kern::CollKernelArgs& args) override {
-    ContextScope scope(api_, dev_.context());
-    const std::string name = kernelName("accl_coll_", type) + "_" + redName(op);
-    CUfunction fn = dev_.kernel(name);
-    if (fn == nullptr) return ncclInternalError;  // WARNed by kernel()
-    // Nothing else is queued: the kernel sets its per-launch counters back itself when it ends
-    // (kernels/collective_args.h), so a call is one queue entry.
-    kern::CollKernelArgs a = args;
-    void* params[] = {&a};
-    CUresult r = api_.launchKernel(fn, a.nblocks, 1, 1, a.threads, 1, 1, 0, s.handle, params, nullptr);
-    if (r != kSuccess) {
-      WARN("%s backend on device %d: launch of %s (%u blocks of %u threads) on stream %p failed: %s", api_.runtime,
-           dev_.ordinal(), name.c_str(), a.nblocks, a.threads, static_cast<void*>(s.handle), errorText(api_, r).c_str());
-      return ncclUnhandledCudaError;
-    }
-    return ncclSuccess;
+    return launchTyped(s, "accl_coll_", type, op, args, args.nblocks, args.threads);
   }
 
   ncclResult_t launchDirect(const StreamRef& s, ncclDataType_t type, RedKind op, const kern::DirectArgs& args) override {
-    ContextScope scope(api_, dev_.context());
-    const std::string name = kernelName("accl_direct_", type) + "_" + redName(op);
-    CUfunction fn = dev_.kernel(name);
-    if (fn == nullptr) return ncclInternalError;  // WARNed by kernel()
-    kern::DirectArgs a = args;
-    void* params[] = {&a};
-    const unsigned blocks = static_cast<unsigned>(a.entries * a.blocksPerRank);
-    CUresult r = api_.launchKernel(fn, blocks, 1, 1, kern::kDirectThreads, 1, 1, 0, s.handle, params, nullptr);
-    if (r != kSuccess) {
-      WARN("%s backend on device %d: launch of %s (%u blocks) on stream %p failed: %s", api_.runtime, dev_.ordinal(),
-           name.c_str(), blocks, static_cast<void*>(s.handle), errorText(api_, r).c_str());
-      return ncclUnhandledCudaError;
-    }
-    return ncclSuccess;
+    return launchTyped(s, "accl_direct_", type, op, args, static_cast<unsigned>(args.entries * args.blocksPerRank),
+                       kern::kDirectThreads);
   }
 
   ncclResult_t launchLl(const StreamRef& s, ncclDataType_t type, RedKind op, const kern::DirectArgs& args,
                         unsigned threads) override {
+    return launchTyped(s, "accl_ll_", type, op, args, static_cast<unsigned>(args.entries), threads);
+  }
+
+  // One launch of <prefix><type>_<op> whose one parameter is `args`.
+  template <class Args>
+  ncclResult_t launchTyped(const StreamRef& s, const char* prefix, ncclDataType_t type, RedKind op, const Args& args,
+                           unsigned blocks, unsigned threads) {
     ContextScope scope(api_, dev_.context());
-    const std::string name = kernelName("accl_ll_", type) + "_" + redName(op);
+    const std::string name = kernelName(prefix, type) + "_" + redName(op);
     CUfunction fn = dev_.kernel(name);
     if (fn == nullptr) return ncclInternalError;  // WARNed by kernel()
-    kern::DirectArgs a = args;
+    Args a = args;
     void* params[] = {&a};
-    const unsigned blocks = static_cast<unsigned>(a.entries);
     CUresult r = api_.launchKernel(fn, blocks, 1, 1, threads, 1, 1, 0, s.handle, params, nullptr);
     if (r != kSuccess) {
       WARN("%s backend on device %d: launch of %s (%u blocks of %u threads) on stream %p failed: %s", api_.runtime,
