@@ -15,8 +15,9 @@
 #include <thread>
 #include <vector>
 #include "common/rank_runner.h"
-#include "common/text_file.h"
+#include "common/warn_log.h"
 #include "cuda/direct_launch_log.h"
+#include "cuda/float_calls.h"
 #include "cuda/test_driver.h"
 #include "fake_cuda/fake_cuda_test_api.h"
 #include "nccl.h"
@@ -26,61 +27,6 @@ namespace {
 
 using accl_test::runThreadRanks;
 
-#define REQUIRE_FAKE(d)                                                               \
-  std::string why_;                                                                   \
-  const TestDriver* d = testDriver(&why_);                                            \
-  if (d == nullptr) GTEST_SKIP() << "SKIP: " << why_;                                 \
-  if (!fakeCudaAvailable()) GTEST_SKIP() << "SKIP: the checks read the fake driver's log"
-
-constexpr float kSentinel = -12345.5f;
-
-float input(int rank, size_t i) {
-  return static_cast<float>(static_cast<int>((i * 2654435761u + rank * 97) % 2001) - 1000) * 0.3751f;
-}
-
-// Element i of every rank's input folded in rank order: float after every step.
-float folded(int n, size_t i) {
-  float acc = input(0, i);
-  for (int r = 1; r < n; r++) acc = acc + input(r, i);
-  return acc;
-}
-
-enum class Kind { AllGather, ReduceScatter, Broadcast, Reduce };
-
-struct Call {
-  Kind kind;
-  int n;
-  size_t count;  // the call's count argument
-  int root = -1;
-  bool inPlace = false;
-};
-
-size_t inElems(const Call& c) { return c.kind == Kind::ReduceScatter ? c.count * c.n : c.count; }
-size_t outElems(const Call& c) { return c.kind == Kind::AllGather ? c.count * c.n : c.count; }
-
-// What rank `rank`'s output must hold afterwards (the sentinel where the call writes nothing).
-float expected(const Call& c, int rank, size_t i) {
-  switch (c.kind) {
-    case Kind::AllGather: return input(static_cast<int>(i / c.count), i % c.count);
-    case Kind::ReduceScatter: return folded(c.n, rank * c.count + i);
-    case Kind::Broadcast: return input(c.root, i);
-    case Kind::Reduce: return rank == c.root ? folded(c.n, i) : (c.inPlace ? input(rank, i) : kSentinel);
-  }
-  return 0;
-}
-
-ncclResult_t issue(const Call& c, const void* in, void* out, ncclComm_t comm, CUstream s) {
-  auto st = reinterpret_cast<cudaStream_t>(s);
-  switch (c.kind) {
-    case Kind::AllGather: return ncclAllGather(in, out, c.count, ncclFloat32, comm, st);
-    case Kind::ReduceScatter: return ncclReduceScatter(in, out, c.count, ncclFloat32, ncclSum, comm, st);
-    case Kind::Broadcast: return ncclBroadcast(in, out, c.count, ncclFloat32, c.root, comm, st);
-    case Kind::Reduce: return ncclReduce(in, out, c.count, ncclFloat32, ncclSum, c.root, comm, st);
-  }
-  return ncclInternalError;
-}
-
-
 // Payload bytes each kind loads and stores, by the bytes of its count argument.
 struct Moved {
   double loads, stores;
@@ -88,6 +34,7 @@ struct Moved {
 Moved movedBytes(const Call& c) {
   const double b = static_cast<double>(c.count) * 4, n = c.n;
   switch (c.kind) {
+    case Kind::AllReduce: return {n * b, n * b};
     case Kind::AllGather: return {n * b, n * n * b};
     case Kind::ReduceScatter: return {n * n * b, n * b};
     case Kind::Broadcast: return {b, n * b};
@@ -126,7 +73,7 @@ void runOnOneDevice(const Call& c) {
           ASSERT_EQ(CUDA_SUCCESS, d->memcpyHtoDAsync(in, mine.data(), mine.size() * 4, s));
         }
         ASSERT_EQ(CUDA_SUCCESS, d->memcpyHtoDAsync(out, host.data(), bufElems * 4, s));
-        EXPECT_EQ(ncclSuccess, issue(c, reinterpret_cast<void*>(in), reinterpret_cast<void*>(recv), comm, s));
+        EXPECT_EQ(ncclSuccess, issue(c, reinterpret_cast<void*>(in), reinterpret_cast<void*>(recv), comm, reinterpret_cast<cudaStream_t>(s)));
         std::vector<float> got(outElems(c));
         ASSERT_EQ(CUDA_SUCCESS, d->memcpyDtoHAsync(got.data(), recv, got.size() * 4, s));
         ASSERT_EQ(CUDA_SUCCESS, d->streamSynchronize(s));
@@ -194,10 +141,7 @@ TEST(DirectKinds, ReduceInPlaceToRankZeroOfTwoIsExact) { runOnOneDevice({Kind::R
 // WARNed naming both calls) instead of each copying its own input.
 TEST(DirectKinds, MismatchedBroadcastRootsFailOnBothRanks) {
   REQUIRE_FAKE(d);
-  const std::string log = testing::TempDir() + "direct_root_mismatch" + std::to_string(getpid()) + ".log";
-  setenv("NCCL_DEBUG", "WARN", 1);
-  setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
-  ncclResetDebugInit();
+  accl_test::WarnLog warns("direct_root_mismatch");
   fakeCudaLogReset();
   std::vector<ncclResult_t> async(2, ncclSuccess);
   std::string error;
@@ -220,10 +164,7 @@ TEST(DirectKinds, MismatchedBroadcastRootsFailOnBothRanks) {
         d->streamDestroy(s);
       },
       &error);
-  const std::string text = accl_test::readFile(log);
-  unlink(log.c_str());
-  unsetenv("NCCL_DEBUG_FILE");
-  ncclResetDebugInit();
+  const std::string text = warns.take();
   ASSERT_TRUE(ok) << error;
   EXPECT_GE(kernelLaunchesSinceReset().direct, 2);
   for (int r = 0; r < 2; r++) EXPECT_EQ(ncclInvalidUsage, async[r]) << "rank " << r << "\n" << text;

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 #include "common/rank_runner.h"
-#include "common/text_file.h"
+#include "common/warn_log.h"
 #include "cuda/direct_launch_log.h"
 #include "cuda/test_driver.h"
 #include "fake_cuda/fake_cuda_test_api.h"
@@ -25,12 +25,6 @@ namespace accl_cuda_test {
 namespace {
 
 using accl_test::runThreadRanks;
-
-#define REQUIRE_FAKE(d)                                                               \
-  std::string why_;                                                                   \
-  const TestDriver* d = testDriver(&why_);                                            \
-  if (d == nullptr) GTEST_SKIP() << "SKIP: " << why_;                                 \
-  if (!fakeCudaAvailable()) GTEST_SKIP() << "SKIP: the checks read the fake driver's log"
 
 float input(int rank, size_t i, int round) {
   return static_cast<float>(static_cast<int>((i * 2654435761u + rank * 97 + round * 13) % 2001) - 1000) * 0.3751f;
@@ -117,10 +111,7 @@ TEST(DirectPath, AllReduceOfAnOddCountOnFourThreadRanksIsExact) { allReduceOnOne
 // mismatch WARNed naming both calls) instead of reading past the smaller buffer or hanging.
 TEST(DirectPath, MismatchedCountFailsOnBothRanksWithoutTouchingTheOthersBuffer) {
   REQUIRE_FAKE(d);
-  const std::string log = testing::TempDir() + "direct_mismatch" + std::to_string(getpid()) + ".log";
-  setenv("NCCL_DEBUG", "WARN", 1);
-  setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
-  ncclResetDebugInit();
+  accl_test::WarnLog warns("direct_mismatch");
   fakeCudaLogReset();
   std::vector<ncclResult_t> async(2, ncclSuccess);
   std::vector<CUresult> synced(2, CUDA_SUCCESS);
@@ -145,10 +136,7 @@ TEST(DirectPath, MismatchedCountFailsOnBothRanksWithoutTouchingTheOthersBuffer) 
         d->streamDestroy(s);
       },
       &error);
-  const std::string text = accl_test::readFile(log);
-  unlink(log.c_str());
-  unsetenv("NCCL_DEBUG_FILE");
-  ncclResetDebugInit();
+  const std::string text = warns.take();
   ASSERT_TRUE(ok) << error;
   EXPECT_GE(kernelLaunchesSinceReset().direct, 2);
   for (int r = 0; r < 2; r++) {

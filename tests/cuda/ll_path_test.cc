@@ -19,8 +19,9 @@
 #include <vector>
 #include "common/child_logs.h"
 #include "common/rank_runner.h"
-#include "common/text_file.h"
+#include "common/warn_log.h"
 #include "cuda/direct_launch_log.h"
+#include "cuda/float_calls.h"
 #include "cuda/test_driver.h"
 #include "fake_cuda/fake_cuda_test_api.h"
 #include "nccl.h"
@@ -30,70 +31,9 @@ namespace {
 
 using accl_test::runThreadRanks;
 
-#define REQUIRE_FAKE(d)                                                               \
-  std::string why_;                                                                   \
-  const TestDriver* d = testDriver(&why_);                                            \
-  if (d == nullptr) GTEST_SKIP() << "SKIP: " << why_;                                 \
-  if (!fakeCudaAvailable()) GTEST_SKIP() << "SKIP: the checks read the fake driver's log"
-
-constexpr float kSentinel = -12345.5f;
 constexpr size_t kLlMaxFloats = (64u << 10) / 4;
 
-float input(int rank, size_t i) {
-  return static_cast<float>(static_cast<int>((i * 2654435761u + rank * 97) % 2001) - 1000) * 0.3751f;
-}
-
-float folded(int n, size_t i) {
-  float acc = input(0, i);
-  for (int r = 1; r < n; r++) acc = acc + input(r, i);
-  return acc;
-}
-
-enum class Kind { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce };
-const char* kindName(Kind k) {
-  switch (k) {
-    case Kind::AllReduce: return "AllReduce";
-    case Kind::AllGather: return "AllGather";
-    case Kind::ReduceScatter: return "ReduceScatter";
-    case Kind::Broadcast: return "Broadcast";
-    case Kind::Reduce: return "Reduce";
-  }
-  return "?";
-}
-
-struct Call {
-  Kind kind;
-  int n;
-  size_t count;  // the call's count argument
-  int root = -1;
-  bool inPlace = false;
-};
-
-size_t inElems(const Call& c) { return c.kind == Kind::ReduceScatter ? c.count * c.n : c.count; }
-size_t outElems(const Call& c) { return c.kind == Kind::AllGather ? c.count * c.n : c.count; }
 size_t largestBytes(const Call& c) { return std::max(inElems(c), outElems(c)) * 4; }
-
-float expected(const Call& c, int rank, size_t i) {
-  switch (c.kind) {
-    case Kind::AllReduce: return folded(c.n, i);
-    case Kind::AllGather: return input(static_cast<int>(i / c.count), i % c.count);
-    case Kind::ReduceScatter: return folded(c.n, rank * c.count + i);
-    case Kind::Broadcast: return input(c.root, i);
-    case Kind::Reduce: return rank == c.root ? folded(c.n, i) : (c.inPlace ? input(rank, i) : kSentinel);
-  }
-  return 0;
-}
-
-ncclResult_t issue(const Call& c, const void* in, void* out, ncclComm_t comm, cudaStream_t st) {
-  switch (c.kind) {
-    case Kind::AllReduce: return ncclAllReduce(in, out, c.count, ncclFloat32, ncclSum, comm, st);
-    case Kind::AllGather: return ncclAllGather(in, out, c.count, ncclFloat32, comm, st);
-    case Kind::ReduceScatter: return ncclReduceScatter(in, out, c.count, ncclFloat32, ncclSum, comm, st);
-    case Kind::Broadcast: return ncclBroadcast(in, out, c.count, ncclFloat32, c.root, comm, st);
-    case Kind::Reduce: return ncclReduce(in, out, c.count, ncclFloat32, ncclSum, c.root, comm, st);
-  }
-  return ncclInternalError;
-}
 
 // One call on this rank, twice over (the second uses the other parity's regions): an empty
 // string when both results are exact and an out-of-place input is left as it was. Buffers are
@@ -296,19 +236,13 @@ TEST(LlPath, NcclProtoChoosesBetweenLlAndSimple) {
 // A value that names no protocol fails the communicator's init, saying why.
 TEST(LlPath, ABadNcclProtoFailsInitWithInvalidUsage) {
   REQUIRE_FAKE(d);
-  const std::string log = testing::TempDir() + "ll_bad_proto" + std::to_string(getpid()) + ".log";
-  setenv("NCCL_DEBUG", "WARN", 1);
-  setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+  accl_test::WarnLog warns("ll_bad_proto");
   setenv("NCCL_PROTO", "LL64", 1);
-  ncclResetDebugInit();
   ncclComm_t comms[2] = {nullptr, nullptr};
   int devs[2] = {0, 0};
   EXPECT_EQ(ncclInvalidUsage, ncclCommInitAll(comms, 2, devs));
   unsetenv("NCCL_PROTO");
-  unsetenv("NCCL_DEBUG_FILE");
-  ncclResetDebugInit();
-  const std::string text = accl_test::readFile(log);
-  unlink(log.c_str());
+  const std::string text = warns.take();
   EXPECT_NE(std::string::npos, text.find("unknown protocol \"LL64\"")) << text;
 }
 
@@ -316,10 +250,7 @@ TEST(LlPath, ABadNcclProtoFailsInitWithInvalidUsage) {
 // WARN naming both calls; no data is used; then matched calls run exact again.
 TEST(LlPath, ACountMismatchIsReportedAndMatchedCallsAfterwardAreExact) {
   REQUIRE_FAKE(d);
-  const std::string log = testing::TempDir() + "ll_mismatch" + std::to_string(getpid()) + ".log";
-  setenv("NCCL_DEBUG", "WARN", 1);
-  setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
-  ncclResetDebugInit();
+  accl_test::WarnLog warns("ll_mismatch");
   fakeCudaLogReset();
   std::vector<ncclResult_t> async(2, ncclSuccess);
   std::vector<int> failures(2, 0);
@@ -359,10 +290,7 @@ TEST(LlPath, ACountMismatchIsReportedAndMatchedCallsAfterwardAreExact) {
         d->streamDestroy(s);
       },
       &error);
-  const std::string text = accl_test::readFile(log);
-  unlink(log.c_str());
-  unsetenv("NCCL_DEBUG_FILE");
-  ncclResetDebugInit();
+  const std::string text = warns.take();
   ASSERT_TRUE(ok) << error;
   EXPECT_GE(kernelLaunchesSinceReset().ll, 2);
   for (int r = 0; r < 2; r++) {
