@@ -177,6 +177,9 @@ class Backend {
     (void)s, (void)type, (void)op, (void)args;
     return ncclInvalidUsage;
   }
+  // Whether launchLl has kernels to launch (the CUDA build; clang's HIP build leaves them out,
+  // kernels/ll_kernel.h says why).
+  virtual bool hasLlKernels() const { return false; }
   // Queues one launch of the LL kernel (kernels/ll_kernel.h): args.entries blocks of `threads`
   // on s, at call time.
   virtual ncclResult_t launchLl(const StreamRef& s, ncclDataType_t type, RedKind op, const kern::DirectArgs& args,

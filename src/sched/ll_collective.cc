@@ -30,6 +30,7 @@ size_t pairBytes(const OpDesc& op) { return op.count * dev::typeSize(op.type); }
 
 bool llEligible(const OpDesc& op, const KernelPath& kp) {
   if (!directKindOf(op.kind) || op.comm->nranks < 2 || op.comm->nranks > kern::kMailboxRanks) return false;
+  if (!op.comm->backend->hasLlKernels()) return false;
   const int f = protoFunction(op.kind);
   if (!op.comm->protoPolicy.allows(f, kProtoLL)) return false;
   if (callBytes(op) > kern::kLlMaxBytes) {

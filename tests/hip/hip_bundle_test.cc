@@ -103,15 +103,18 @@ TEST_F(HipKernelBundle, ListsOneCodeObjectPerRequestedTarget) {
 }
 
 TEST_F(HipKernelBundle, EachTargetHoldsEveryKernelTheLibraryCanLaunch) {
-  const std::vector<std::string> names = accl::kern::kernelNames();
-  const std::set<std::string> want(names.begin(), names.end());
+  // The emulated registry less the LL kernels, which clang's HIP build leaves out
+  // (kernels/ll_kernel.h; the HIP backend keeps small calls on the mailbox kernel).
+  std::set<std::string> want;
+  for (const std::string& n : accl::kern::kernelNames())
+    if (n.rfind("accl_ll_", 0) != 0) want.insert(n);
   // 12 types x (4 reductions + scale + divide + 4 collective kernels + 4 direct kernels) + copy +
   // the two flag kernels of the stream gates + the staged kernel (communicators of more than 16 ranks).
   ASSERT_EQ(want.size(), 172u) << "the emulated registry is not the kernel list this test was written for";
   ASSERT_TRUE(want.count("accl_copy") && want.count("accl_reduce2_bfloat16_max") &&
               want.count("accl_coll_float8e5m2_min") && want.count("accl_staged"));
   // What the device backend resolves at init and launches is a subset of it.
-  for (const std::string& n : accl::dev::cuda::libraryKernelNames())
+  for (const std::string& n : accl::dev::cuda::libraryKernelNames(/*withLl=*/false))
     EXPECT_TRUE(want.count(n)) << n << " is launched by the library but not in the emulated registry";
   for (const std::string& arch : archs_) {
     SCOPED_TRACE(arch);

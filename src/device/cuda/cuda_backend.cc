@@ -369,6 +369,8 @@ class CudaBackend final : public Backend {
                        kern::kDirectThreads);
   }
 
+  bool hasLlKernels() const override { return !hip(); }
+
   ncclResult_t launchLl(const StreamRef& s, ncclDataType_t type, RedKind op, const kern::DirectArgs& args,
                         unsigned threads) override {
     return launchTyped(s, "accl_ll_", type, op, args, static_cast<unsigned>(args.entries), threads);

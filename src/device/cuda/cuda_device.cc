@@ -1,5 +1,6 @@
 #include "device/cuda/cuda_device.h"
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include "collective_args.h"
 #include "base/log.h"
@@ -64,7 +65,7 @@ ncclResult_t CudaDevice::init() {
              : "built for sm 80/90/100 + PTX; is the driver older than the CUDA toolkit ACCL was built with?");
     return ncclUnhandledCudaError;
   }
-  for (const std::string& name : libraryKernelNames()) {
+  for (const std::string& name : libraryKernelNames(std::strcmp(api_.runtime, "HIP") != 0)) {
     CUfunction fn = nullptr;
     if ((r = api_.moduleGetFunction(&fn, module_, name.c_str())) != kSuccess) {
       WARN("%s device %d (%s): kernel %s is missing from ACCL's module: %s", api_.runtime, ordinal_, pciBusId_.c_str(),

@@ -12,6 +12,8 @@ namespace accl::dev::cuda {
 // `stem` + the datatype's name as dev::typeName spells it ("accl_scale_float32"); empty for an
 // invalid datatype.
 std::string kernelName(const char* stem, ncclDataType_t t);
-std::vector<std::string> libraryKernelNames();
+// Every kernel the backend resolves at set-up; the LL kernels only where they are built (CUDA,
+// not clang's HIP bundle: kernels/ll_kernel.h).
+std::vector<std::string> libraryKernelNames(bool withLl = true);
 
 }  // namespace accl::dev::cuda
